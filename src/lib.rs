@@ -1,0 +1,7 @@
+//! cbrun: a daemonless, rootless sandbox runtime for spec-to-repository
+//! coding-agent benchmarks.
+
+pub mod admin;
+pub mod doctor;
+pub mod host;
+pub mod sandbox;

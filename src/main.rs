@@ -1,0 +1,275 @@
+//! cbrun's command line: parse, hand off to the library, map results to
+//! exit codes. Errors are one line, prefixed `cbrun: error:`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use cbrun::sandbox::config::{
+    validate_env_key, BindMount, ByteSize, Cpus, EnvVar, Identity, NetworkPolicy, RootfsSource,
+    SandboxConfig, Stdio,
+};
+use cbrun::sandbox::outcome::exit;
+use cbrun::sandbox::run::{self, HostView};
+use cbrun::sandbox::seccomp::SeccompMode;
+use cbrun::sandbox::state;
+
+#[derive(Parser)]
+#[command(name = "cbrun", version, about = "Daemonless, rootless sandbox runner for coding-agent benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run commands in sandboxes.
+    #[command(subcommand)]
+    Sandbox(SandboxCmd),
+    /// Say what this host lets cbrun enforce for the current user.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One-time host set-up steps that need real root.
+    #[command(subcommand)]
+    Admin(cbrun::admin::AdminCommand),
+    /// Remove what runs whose cbrun died left behind (processes, cgroups, state).
+    Gc {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum SandboxCmd {
+    /// Run one command in a fresh sandbox and wait for it.
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// `host` (the host's system dirs, read-only) or a directory used read-only as /.
+    #[arg(long, default_value = "host", value_name = "host|DIR")]
+    rootfs: RootfsSource,
+    /// Bind a host path into the sandbox (read-write unless :ro).
+    #[arg(long = "bind", value_name = "SRC:DST[:ro]")]
+    binds: Vec<BindMount>,
+    /// Working directory inside the sandbox.
+    #[arg(long, default_value = "/")]
+    workdir: PathBuf,
+    /// Set a variable inside (the environment starts empty but for PATH and HOME).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<EnvVar>,
+    /// Pass a variable from cbrun's environment, if set.
+    #[arg(long = "env-pass", value_name = "NAME")]
+    env_pass: Vec<String>,
+    /// Run as this uid:gid inside (default 0:0, mapped to an unprivileged host id).
+    #[arg(long, value_name = "UID:GID")]
+    user: Option<Identity>,
+    #[arg(long, default_value = "cbrun")]
+    hostname: String,
+    /// `none`: a private network with only lo (default). `host`: the host's network, for builds.
+    #[arg(long, default_value = "none", value_name = "none|host")]
+    net: NetworkPolicy,
+    /// Memory limit (e.g. 512M, 2G); memory+swap is capped at the same value.
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Maximum number of processes/threads.
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
+    /// CPU quota in CPUs (e.g. 1.5).
+    #[arg(long, value_name = "N")]
+    cpus: Option<Cpus>,
+    /// RLIMIT_NOFILE (soft and hard).
+    #[arg(long, default_value_t = 4096)]
+    nofile: u64,
+    /// RLIMIT_NPROC (soft and hard).
+    #[arg(long, default_value_t = 4096)]
+    nproc: u64,
+    /// Refuse to run if a requested limit cannot be enforced.
+    #[arg(long)]
+    require_limits: bool,
+    /// `default` or `off` (loud).
+    #[arg(long, default_value = "default", value_name = "default|off")]
+    seccomp: SeccompMode,
+    /// Wall-clock limit; then SIGTERM, a grace period, SIGKILL of every process.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// Seconds between SIGTERM and SIGKILL on timeout or interrupt.
+    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
+    kill_grace: f64,
+    #[arg(long, value_name = "FILE")]
+    stdout: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    stderr: Option<PathBuf>,
+    /// Write the run's outcome (JSON) here.
+    #[arg(long, value_name = "FILE")]
+    outcome: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn secs(what: &str, v: f64) -> Result<Duration> {
+    if !v.is_finite() || v <= 0.0 || v > 1e7 {
+        anyhow::bail!("{what}: {v:?}: must be a positive number of seconds");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn to_config(a: RunArgs) -> Result<(SandboxConfig, Option<PathBuf>)> {
+    let mut cfg = SandboxConfig::new(a.command);
+    cfg.rootfs = a.rootfs;
+    cfg.binds = a.binds;
+    if !a.workdir.is_absolute() {
+        anyhow::bail!("--workdir: {:?}: must be an absolute path", a.workdir);
+    }
+    cfg.workdir = a.workdir;
+    cfg.env = a.env;
+    for name in a.env_pass {
+        validate_env_key("--env-pass", &name)?;
+        if let Ok(value) = std::env::var(&name) {
+            cfg.env.push(EnvVar { key: name, value });
+        }
+    }
+    cfg.user = a.user;
+    if a.hostname.is_empty() || a.hostname.len() > 64 {
+        anyhow::bail!("--hostname: {:?}: must be 1 to 64 characters", a.hostname);
+    }
+    cfg.hostname = a.hostname;
+    cfg.network = a.net;
+    cfg.limits.memory = a.memory.as_deref().map(|m| ByteSize::parse("--memory", m)).transpose()?;
+    if a.pids == Some(0) {
+        anyhow::bail!("--pids: 0: must be at least 1");
+    }
+    cfg.limits.pids = a.pids;
+    cfg.limits.cpus = a.cpus;
+    if a.nofile < 16 || a.nproc < 1 {
+        anyhow::bail!("--nofile must be at least 16 and --nproc at least 1");
+    }
+    cfg.limits.nofile = a.nofile;
+    cfg.limits.nproc = a.nproc;
+    cfg.require_limits = a.require_limits;
+    cfg.seccomp = a.seccomp;
+    cfg.timeout = a.timeout.map(|t| secs("--timeout", t)).transpose()?;
+    cfg.kill_grace = secs("--kill-grace", a.kill_grace)?;
+    cfg.stdout = a.stdout.map(Stdio::File).unwrap_or(Stdio::Inherit);
+    cfg.stderr = a.stderr.map(Stdio::File).unwrap_or(Stdio::Inherit);
+    Ok((cfg, a.outcome))
+}
+
+/// Write `value` to `path` atomically (temp file + rename).
+fn write_json_atomic(path: &std::path::Path, value: &serde_json::Value) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("outcome"),
+        std::process::id()
+    ));
+    let mut f = std::fs::File::create(&tmp).with_context(|| format!("--outcome {}", tmp.display()))?;
+    serde_json::to_writer_pretty(&mut f, value)?;
+    f.write_all(b"\n")?;
+    f.sync_all().ok();
+    std::fs::rename(&tmp, path).with_context(|| format!("--outcome {}", path.display()))?;
+    Ok(())
+}
+
+fn sandbox_run(a: RunArgs) -> Result<i32> {
+    let (cfg, outcome_path) = to_config(a)?;
+    if let Some(p) = &outcome_path {
+        // Fail before running anything if the outcome cannot be written.
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        if !dir.is_dir() {
+            anyhow::bail!("--outcome {}: directory {} does not exist", p.display(), dir.display());
+        }
+    }
+    let t = std::time::Instant::now();
+    let host = HostView::detect();
+    if std::env::var_os("CBRUN_TIMING").is_some() {
+        eprintln!("cbrun: timing: host view: {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
+    }
+    match run::run(&cfg, &host) {
+        Ok(outcome) => {
+            if let Some(p) = &outcome_path {
+                write_json_atomic(p, &serde_json::to_value(&outcome)?)?;
+            }
+            if outcome.timed_out {
+                eprintln!("cbrun: timed out after {:.1}s; sandbox killed", cfg.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0));
+            }
+            if outcome.oom_killed {
+                eprintln!("cbrun: the sandbox ran out of memory and was OOM-killed");
+            }
+            Ok(outcome.cbrun_exit)
+        }
+        Err(e) => {
+            let code = e.exit_code();
+            if let Some(p) = &outcome_path {
+                let v = serde_json::json!({ "error": e.to_string(), "cbrun_exit": code });
+                write_json_atomic(p, &v)?;
+            }
+            eprintln!("cbrun: error: {e}");
+            Ok(code)
+        }
+    }
+}
+
+fn gc(json: bool) -> Result<i32> {
+    let host = HostView::detect();
+    let report = state::gc(&host.state_root, host.roots.as_deref());
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "cbrun gc: removed {} dead run(s), killed {} process(es), removed {} cgroup dir(s)",
+            report.removed_runs.len(),
+            report.killed_processes,
+            report.removed_cgroups
+        );
+        for e in &report.errors {
+            eprintln!("cbrun gc: {e}");
+        }
+    }
+    Ok(if report.errors.is_empty() { 0 } else { 1 })
+}
+
+fn main() -> ExitCode {
+    let started = std::time::Instant::now();
+    let code = real_main();
+    if std::env::var_os("CBRUN_TIMING").is_some() {
+        eprintln!("cbrun: timing: main: {:.2} ms", started.elapsed().as_secs_f64() * 1e3);
+    }
+    code
+}
+
+fn real_main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
+                _ => exit::CBRUN_ERROR,
+            };
+            let _ = e.print();
+            return ExitCode::from(code as u8);
+        }
+    };
+    let r = match cli.cmd {
+        Cmd::Sandbox(SandboxCmd::Run(a)) => sandbox_run(a),
+        Cmd::Gc { json } => gc(json),
+        Cmd::Doctor { json } => cbrun::doctor::run(json).map_err(Into::into),
+        Cmd::Admin(a) => cbrun::admin::run(a).map_err(Into::into),
+    };
+    match r {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("cbrun: error: {e:#}");
+            ExitCode::from(exit::CBRUN_ERROR as u8)
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! One sandbox's cgroup, managed by cbrun itself (libcontainer is given a
+//! private scratch view, see `cgroupfs_shim`): only the hierarchies that
+//! carry limits are touched (memory, pids, cpu on v1; one directory on v2).
+//!
+//! Every operation goes through directory file descriptors opened before
+//! cbrun leaves the host's mount namespace, so the real cgroup tree stays
+//! reachable after the scratch view hides it.
+//!
+//! Sequence: `create` -> `join_self` (cbrun moves in, so the sandbox's
+//! processes are born inside; nothing needs migrating later, whatever uid
+//! they end up with) -> libcontainer builds the sandbox -> `leave_self`
+//! -> `apply` limits -> `readback` -> run -> `usage` -> `kill_all` ->
+//! `remove`.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::config::Limits;
+use crate::host::cgroup::{CgroupHost, Layout, LIMIT_CONTROLLERS};
+
+/// Limits as the kernel reports them after they were written.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Readback {
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u64>,
+    pub cpus: Option<f64>,
+}
+
+/// What the sandbox used, read just before teardown.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Usage {
+    pub peak_memory_bytes: Option<u64>,
+    pub oom_kills: u64,
+    pub pids_limit_hits: u64,
+}
+
+/// One hierarchy cbrun uses: its controllers, the base directory sandboxes
+/// are made in, and the cgroup cbrun itself sits in (to move back to).
+#[derive(Debug)]
+struct Hierarchy {
+    controllers: Vec<String>,
+    mount: PathBuf,
+    base: OwnedFd,
+    own: Option<OwnedFd>,
+}
+
+/// Open handles on the hierarchies, valid for the life of the process.
+#[derive(Debug)]
+pub struct CgroupRoots {
+    v1: bool,
+    /// Relative base, e.g. `/cbrun` or `/cbrun/u1000`.
+    pub base: PathBuf,
+    hier: Vec<Hierarchy>,
+}
+
+fn open_dir(p: &Path) -> io::Result<OwnedFd> {
+    let c = CString::new(p.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::new(
+            io::Error::last_os_error().kind(),
+            format!("{}: {}", p.display(), io::Error::last_os_error()),
+        ));
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn openat(dir: &OwnedFd, name: &str, flags: i32) -> io::Result<File> {
+    let c = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+fn read_at(dir: &OwnedFd, name: &str) -> Option<String> {
+    let mut s = String::new();
+    openat(dir, name, libc::O_RDONLY).ok()?.read_to_string(&mut s).ok()?;
+    Some(s.trim().to_owned())
+}
+
+fn write_at(dir: &OwnedFd, name: &str, value: &str) -> io::Result<()> {
+    openat(dir, name, libc::O_WRONLY)
+        .and_then(|mut f| f.write_all(value.as_bytes()))
+        .map_err(|e| io::Error::new(e.kind(), format!("writing {value:?} to {name}: {e}")))
+}
+
+/// cbrun's own cgroup path in the hierarchy holding `ctrl` ("" for v2).
+fn own_cgroup(ctrl: Option<&str>) -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let _id = f.next()?;
+        let ctrls = f.next()?;
+        let path = f.next()?;
+        let hit = match ctrl {
+            None => ctrls.is_empty(),
+            Some(c) => ctrls.split(',').any(|x| x == c),
+        };
+        hit.then(|| PathBuf::from(path))
+    })
+}
+
+impl CgroupRoots {
+    /// Open the hierarchies under `base`. Real root creates `base` as
+    /// needed; anybody else needs it delegated.
+    pub fn open(host: &CgroupHost, base: &Path, is_root: bool) -> io::Result<Self> {
+        let rel = base.strip_prefix("/").unwrap_or(base);
+        let mut hier: Vec<Hierarchy> = Vec::new();
+        let v1 = host.uses_v1();
+        let mut targets: Vec<(PathBuf, Vec<String>, Option<PathBuf>)> = Vec::new();
+        if v1 {
+            for c in LIMIT_CONTROLLERS {
+                let Some(h) = host.v1.iter().find(|h| h.controllers.iter().any(|x| x == c)) else {
+                    continue;
+                };
+                if targets.iter().any(|(m, _, _)| *m == h.mount) {
+                    continue;
+                }
+                targets.push((h.mount.clone(), h.controllers.clone(), own_cgroup(Some(c))));
+            }
+        } else if let (Layout::Unified, Some(u)) = (host.layout, &host.unified) {
+            targets.push((u.clone(), vec!["unified".into()], own_cgroup(None)));
+        }
+        for (mount, controllers, own) in targets {
+            let dir = mount.join(rel);
+            if is_root && !dir.exists() {
+                std::fs::create_dir_all(&dir)?;
+            }
+            let base_fd = open_dir(&dir)?;
+            let own = own.and_then(|o| open_dir(&mount.join(o.strip_prefix("/").unwrap_or(&o))).ok());
+            hier.push(Hierarchy {
+                controllers,
+                mount,
+                base: base_fd,
+                own,
+            });
+        }
+        Ok(CgroupRoots {
+            v1,
+            base: base.to_path_buf(),
+            hier,
+        })
+    }
+
+    /// Make a fresh cgroup named `name` in every hierarchy.
+    pub fn create(&self, name: &str) -> io::Result<SandboxCgroup> {
+        let mut dirs = Vec::new();
+        let cname = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
+        for (i, h) in self.hier.iter().enumerate() {
+            if unsafe { libc::mkdirat(h.base.as_raw_fd(), cname.as_ptr(), 0o755) } != 0 {
+                let e = io::Error::last_os_error();
+                let cg = SandboxCgroup {
+                    v1: self.v1,
+                    name: name.to_owned(),
+                    dirs,
+                };
+                let _ = cg.remove(self);
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("creating cgroup {}: {e}", h.mount.join(self.rel()).join(name).display()),
+                ));
+            }
+            let fd = openat(&h.base, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
+            dirs.push((i, OwnedFd::from(fd)));
+        }
+        Ok(SandboxCgroup {
+            v1: self.v1,
+            name: name.to_owned(),
+            dirs,
+        })
+    }
+
+    /// Reopen an existing cgroup (for gc); missing hierarchies are skipped.
+    pub fn existing(&self, name: &str) -> SandboxCgroup {
+        let dirs = self
+            .hier
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| {
+                openat(&h.base, name, libc::O_RDONLY | libc::O_DIRECTORY)
+                    .ok()
+                    .map(|f| (i, OwnedFd::from(f)))
+            })
+            .collect();
+        SandboxCgroup {
+            v1: self.v1,
+            name: name.to_owned(),
+            dirs,
+        }
+    }
+
+    fn rel(&self) -> &Path {
+        self.base.strip_prefix("/").unwrap_or(&self.base)
+    }
+
+    /// Controllers the opened hierarchies carry.
+    pub fn controllers(&self) -> Vec<String> {
+        if self.v1 {
+            self.hier.iter().flat_map(|h| h.controllers.iter().cloned()).collect()
+        } else {
+            self.hier
+                .first()
+                .and_then(|h| read_at(&h.base, "cgroup.subtree_control"))
+                .map(|s| s.split_whitespace().map(str::to_owned).collect())
+                .unwrap_or_default()
+        }
+    }
+
+    /// Move cbrun back to the cgroups it came from.
+    pub fn leave_self(&self) -> io::Result<()> {
+        let me = std::process::id().to_string();
+        for h in &self.hier {
+            if let Some(own) = &h.own {
+                write_at(own, "cgroup.procs", &me)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+pub struct SandboxCgroup {
+    v1: bool,
+    pub name: String,
+    /// (index into roots.hier, directory fd)
+    dirs: Vec<(usize, OwnedFd)>,
+}
+
+impl SandboxCgroup {
+    /// Move cbrun itself in; children it forks from now on are born inside.
+    pub fn join_self(&self) -> io::Result<()> {
+        let me = std::process::id().to_string();
+        for (_, d) in &self.dirs {
+            write_at(d, "cgroup.procs", &me)?;
+        }
+        Ok(())
+    }
+
+    fn dir(&self, roots: &CgroupRoots, ctrl: &str) -> Option<&OwnedFd> {
+        self.dirs
+            .iter()
+            .find(|(i, _)| !self.v1 || roots.hier[*i].controllers.iter().any(|c| c == ctrl))
+            .map(|(_, d)| d)
+    }
+
+    /// Write the requested limits. Memory is capped with swap included.
+    pub fn apply(&self, roots: &CgroupRoots, l: &Limits) -> io::Result<()> {
+        if let Some(m) = l.memory {
+            let d = self
+                .dir(roots, "memory")
+                .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no memory controller"))?;
+            if self.v1 {
+                write_at(d, "memory.limit_in_bytes", &m.0.to_string())?;
+                // Absent when swap accounting is off; then there is no swap to cap.
+                let _ = write_at(d, "memory.memsw.limit_in_bytes", &m.0.to_string());
+            } else {
+                write_at(d, "memory.max", &m.0.to_string())?;
+                let _ = write_at(d, "memory.swap.max", "0");
+            }
+        }
+        if let Some(p) = l.pids {
+            let d = self
+                .dir(roots, "pids")
+                .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no pids controller"))?;
+            write_at(d, "pids.max", &p.to_string())?;
+        }
+        if let Some(c) = l.cpus {
+            let d = self
+                .dir(roots, "cpu")
+                .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no cpu controller"))?;
+            let period: u64 = 100_000;
+            let quota = (c.0 * period as f64).round() as u64;
+            if self.v1 {
+                write_at(d, "cpu.cfs_period_us", &period.to_string())?;
+                write_at(d, "cpu.cfs_quota_us", &quota.to_string())?;
+            } else {
+                write_at(d, "cpu.max", &format!("{quota} {period}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&self, roots: &CgroupRoots, ctrl: &str, file: &str) -> Option<String> {
+        read_at(self.dir(roots, ctrl)?, file)
+    }
+
+    pub fn readback(&self, roots: &CgroupRoots) -> Readback {
+        let memory_bytes = if self.v1 {
+            // v1 reports "no limit" as a huge page-rounded number.
+            self.read(roots, "memory", "memory.limit_in_bytes")
+                .and_then(|s| s.parse::<u64>().ok())
+                .filter(|v| *v < (1u64 << 62))
+        } else {
+            self.read(roots, "memory", "memory.max").and_then(|s| s.parse().ok())
+        };
+        let pids = self.read(roots, "pids", "pids.max").and_then(|s| s.parse().ok());
+        let cpus = if self.v1 {
+            let q: Option<i64> = self.read(roots, "cpu", "cpu.cfs_quota_us").and_then(|s| s.parse().ok());
+            let p: Option<i64> = self.read(roots, "cpu", "cpu.cfs_period_us").and_then(|s| s.parse().ok());
+            match (q, p) {
+                (Some(q), Some(p)) if q > 0 && p > 0 => Some(q as f64 / p as f64),
+                _ => None,
+            }
+        } else {
+            self.read(roots, "cpu", "cpu.max").and_then(|s| {
+                let mut it = s.split_whitespace();
+                let q: f64 = it.next()?.parse().ok()?;
+                let p: f64 = it.next()?.parse().ok()?;
+                Some(q / p)
+            })
+        };
+        Readback {
+            memory_bytes,
+            pids,
+            cpus,
+        }
+    }
+
+    pub fn usage(&self, roots: &CgroupRoots) -> Usage {
+        let peak_memory_bytes = if self.v1 {
+            self.read(roots, "memory", "memory.max_usage_in_bytes")
+        } else {
+            self.read(roots, "memory", "memory.peak")
+        }
+        .and_then(|s| s.parse().ok());
+        let oom_kills = if self.v1 {
+            self.read(roots, "memory", "memory.oom_control")
+        } else {
+            self.read(roots, "memory", "memory.events")
+        }
+        .and_then(|s| keyed(&s, "oom_kill"))
+        .unwrap_or(0);
+        let pids_limit_hits = self
+            .read(roots, "pids", "pids.events")
+            .and_then(|s| keyed(&s, "max"))
+            .unwrap_or(0);
+        Usage {
+            peak_memory_bytes,
+            oom_kills,
+            pids_limit_hits,
+        }
+    }
+
+    /// Host pids of every process in the cgroup.
+    pub fn procs(&self) -> Vec<i32> {
+        let mut pids: Vec<i32> = Vec::new();
+        for (_, d) in &self.dirs {
+            if let Some(s) = read_at(d, "cgroup.procs") {
+                pids.extend(s.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+            }
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Send `sig` to every process in the cgroup; returns how many.
+    pub fn signal_all(&self, sig: nix::sys::signal::Signal) -> usize {
+        let me = std::process::id() as i32;
+        self.procs()
+            .into_iter()
+            .filter(|p| *p != me)
+            .filter(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), sig).is_ok())
+            .count()
+    }
+
+    /// SIGKILL everything until the cgroup is empty (bounded).
+    pub fn kill_all(&self) -> usize {
+        let mut total = 0;
+        for round in 0..100 {
+            let n = self.signal_all(nix::sys::signal::SIGKILL);
+            total += n;
+            if n == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(if round < 5 { 1 } else { 10 }));
+        }
+        total
+    }
+
+    /// rmdir in every hierarchy; returns how many were removed. A cgroup
+    /// whose killed tasks are still exiting answers EBUSY for a moment.
+    pub fn remove(&self, roots: &CgroupRoots) -> io::Result<usize> {
+        let cname = CString::new(self.name.as_str()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL"))?;
+        let mut removed = 0;
+        for (i, _) in &self.dirs {
+            let h = &roots.hier[*i];
+            let mut tries = 0;
+            loop {
+                if unsafe { libc::unlinkat(h.base.as_raw_fd(), cname.as_ptr(), libc::AT_REMOVEDIR) } == 0 {
+                    removed += 1;
+                    break;
+                }
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::ENOENT) => break,
+                    Some(libc::EBUSY) if tries < 300 => {
+                        tries += 1;
+                        if tries % 10 == 0 {
+                            self.kill_all();
+                        }
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    _ => {
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!("removing cgroup {}: {e}", h.mount.join(roots.rel()).join(&self.name).display()),
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// Value of `key N` in a flat-keyed cgroup file.
+fn keyed(s: &str, key: &str) -> Option<u64> {
+    s.lines().find_map(|l| {
+        let mut it = l.split_whitespace();
+        (it.next()? == key).then(|| it.next()?.parse().ok())?
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyed_values() {
+        let oc = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
+        assert_eq!(keyed(oc, "oom_kill"), Some(3));
+        assert_eq!(keyed("max 0\n", "max"), Some(0));
+        assert_eq!(keyed("low 1\n", "max"), None);
+    }
+}

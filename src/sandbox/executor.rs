@@ -1,0 +1,167 @@
+//! The last steps inside the sandbox, between libcontainer's setup and the
+//! user's command: bring `lo` up, drop every capability, tie the sandbox's
+//! life to cbrun's, install our seccomp filter, exec.
+//!
+//! libcontainer ignores a spec's seccomp section without its libseccomp
+//! feature, and it leaves `lo` down; both are done here. The spec keeps
+//! CAP_NET_ADMIN and CAP_SETPCAP only so these steps can run; they are gone
+//! before the command starts.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use libcontainer::oci_spec::runtime::Spec;
+use libcontainer::workload::{Executor, ExecutorError, ExecutorValidationError};
+
+use super::seccomp::SeccompProgram;
+
+/// Exit status the sandbox's init uses when the command cannot be executed
+/// (after setup succeeded). Mirrors the shell's conventions.
+pub const EXIT_NOT_FOUND: i32 = 127;
+pub const EXIT_NOT_EXECUTABLE: i32 = 126;
+
+#[derive(Clone)]
+pub struct SandboxExecutor {
+    pub seccomp: Option<Arc<SeccompProgram>>,
+    /// Bring up `lo` (a fresh network namespace has it down).
+    pub lo_up: bool,
+}
+
+impl Executor for SandboxExecutor {
+    fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
+        // Die with cbrun. Set here, after libcontainer's setuid (which would
+        // clear it) and while cbrun is certainly alive: it is blocked
+        // waiting for this process to report ready.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+            return Err(ExecutorValidationError::ArgValidationError(
+                "cannot set the parent-death signal".into(),
+            ));
+        }
+        let (args, env) = args_env(spec);
+        let Some(cmd) = args.first() else {
+            return Err(ExecutorValidationError::ArgValidationError("no command given".into()));
+        };
+        match resolve(cmd, &env) {
+            Ok(_) => Ok(()),
+            Err(why) => Err(ExecutorValidationError::ArgValidationError(why)),
+        }
+    }
+
+    fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        let (args, env) = args_env(spec);
+        if self.lo_up {
+            loopback_up().map_err(|e| ExecutorError::Other(format!("bringing up lo: {e}")))?;
+        }
+        drop_all_capabilities().map_err(|e| ExecutorError::Other(format!("dropping capabilities: {e}")))?;
+        if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } != 1 {
+            return Err(ExecutorError::Other("no_new_privs is not set".into()));
+        }
+        let path = match resolve(&args[0], &env) {
+            Ok(p) => p,
+            Err(why) => {
+                eprintln!("cbrun: {why}");
+                std::process::exit(EXIT_NOT_FOUND);
+            }
+        };
+        let c_path = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| ExecutorError::Other("command path contains NUL".into()))?;
+        let c_args: Vec<CString> = args
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| ExecutorError::Other("argument contains NUL".into()))?;
+        if let Some(prog) = &self.seccomp {
+            prog.install()
+                .map_err(|e| ExecutorError::Other(format!("installing seccomp filter: {e}")))?;
+        }
+        // cbrun blocks its stop-signals; the command must not inherit that.
+        let _ = nix::sys::signal::SigSet::empty().thread_set_mask();
+        // From here on only execve and exit are needed (both allowed).
+        let err = nix::unistd::execv(&c_path, &c_args).unwrap_err();
+        eprintln!("cbrun: cannot execute {}: {err}", path.display());
+        std::process::exit(if err == nix::errno::Errno::ENOENT {
+            EXIT_NOT_FOUND
+        } else {
+            EXIT_NOT_EXECUTABLE
+        });
+    }
+}
+
+fn args_env(spec: &Spec) -> (Vec<String>, Vec<String>) {
+    let p = spec.process().as_ref();
+    let args = p.and_then(|p| p.args().clone()).unwrap_or_default();
+    let env = p.and_then(|p| p.env().clone()).unwrap_or_default();
+    (args, env)
+}
+
+/// Find the command like execvp would, but say clearly why it is not there.
+fn resolve(cmd: &str, env: &[String]) -> Result<PathBuf, String> {
+    let is_exec = |p: &Path| {
+        nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
+            && p.metadata().map(|m| m.is_file()).unwrap_or(false)
+    };
+    if cmd.contains('/') {
+        let p = PathBuf::from(cmd);
+        if !p.exists() {
+            return Err(format!("command not found inside the sandbox: {cmd}"));
+        }
+        if !is_exec(&p) {
+            return Err(format!("command is not executable inside the sandbox: {cmd}"));
+        }
+        return Ok(p);
+    }
+    let path_var = env
+        .iter()
+        .find_map(|e| e.strip_prefix("PATH="))
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    for dir in path_var.split(':').filter(|d| !d.is_empty()) {
+        let p = Path::new(dir).join(cmd);
+        if is_exec(&p) {
+            return Ok(p);
+        }
+    }
+    Err(format!("command not found inside the sandbox: {cmd} (PATH={path_var})"))
+}
+
+/// `ip link set lo up`, with one ioctl pair.
+fn loopback_up() -> std::io::Result<()> {
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo\0".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        let mut r = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req);
+        if r == 0 {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            r = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
+        }
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if r != 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// Empty all five capability sets. Bounding first: dropping from it needs
+/// CAP_SETPCAP, which goes with the effective set last.
+fn drop_all_capabilities() -> Result<(), caps::errors::CapsError> {
+    use caps::CapSet;
+    for cap in caps::all() {
+        if caps::has_cap(None, CapSet::Bounding, cap).unwrap_or(false) {
+            caps::drop(None, CapSet::Bounding, cap)?;
+        }
+    }
+    caps::clear(None, CapSet::Ambient)?;
+    caps::clear(None, CapSet::Inheritable)?;
+    caps::clear(None, CapSet::Effective)?;
+    caps::clear(None, CapSet::Permitted)?;
+    Ok(())
+}

@@ -1,0 +1,689 @@
+//! Running one sandbox from start to teardown.
+//!
+//! cbrun stays single-threaded throughout: libcontainer forks from this
+//! process. Signals that ask cbrun to stop are blocked and read from a
+//! signalfd, so an interrupt at any point still leads to the same teardown.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use libcontainer::container::builder::ContainerBuilder;
+use libcontainer::syscall::syscall::SyscallType;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::Pid;
+
+use super::cgroups::{CgroupRoots, Readback, SandboxCgroup};
+use super::cgroupfs_shim;
+use super::config::{NetworkPolicy, RootfsSource, SandboxConfig, Stdio};
+use super::executor::SandboxExecutor;
+use super::idmap::{self, MappingSource};
+use super::outcome::{exit, Isolation, Limits, Outcome};
+use super::rootfs;
+use super::seccomp::{SeccompMode, SeccompProgram};
+use super::spec::{self, SpecInputs};
+use super::state::{self, RunDir};
+use crate::host::cgroup::{CgroupHost, Delegation};
+use crate::host::idmap::{IdMapInfo, MappingKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Rootfs(#[from] rootfs::RootfsError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    #[error(transparent)]
+    Spec(#[from] spec::SpecError),
+    #[error(transparent)]
+    Seccomp(#[from] super::seccomp::SeccompError),
+    #[error(transparent)]
+    Shim(#[from] super::cgroupfs_shim::ShimError),
+    #[error("--require-limits: {0}")]
+    LimitsRequired(String),
+    #[error("{what} {path}: {source}")]
+    File {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    CommandNotFound(String),
+    #[error("sandbox setup failed: {0}")]
+    Setup(String),
+    #[error("{0}")]
+    Os(String),
+}
+
+impl RunError {
+    /// The exit status cbrun uses for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RunError::CommandNotFound(m) if m.contains("not executable") => exit::NOT_EXECUTABLE,
+            RunError::CommandNotFound(_) => exit::NOT_FOUND,
+            _ => exit::CBRUN_ERROR,
+        }
+    }
+}
+
+/// The host facts a run needs; gathered once per process (after the first
+/// run cbrun sits in a private mount namespace where the cgroup tree is
+/// hidden, so the handles opened here are what reaches it).
+#[derive(Debug, Clone)]
+pub struct HostView {
+    pub euid: u32,
+    pub egid: u32,
+    pub cgroups: CgroupHost,
+    pub delegation: Delegation,
+    /// Open handles on the cgroup hierarchies, when this user may use them.
+    pub roots: Option<Arc<CgroupRoots>>,
+    pub mapping: MappingSource,
+    pub state_root: PathBuf,
+}
+
+static HOST_VIEW: OnceLock<HostView> = OnceLock::new();
+
+impl HostView {
+    pub fn detect() -> Self {
+        HOST_VIEW.get_or_init(Self::probe).clone()
+    }
+
+    fn probe() -> Self {
+        let euid = nix::unistd::geteuid().as_raw();
+        let egid = nix::unistd::getegid().as_raw();
+        let cgroups = CgroupHost::detect().unwrap_or(CgroupHost {
+            layout: crate::host::cgroup::Layout::Absent,
+            v1: Vec::new(),
+            unified: None,
+        });
+        let mut delegation = Delegation::probe(&cgroups, euid);
+        let roots = if delegation.usable {
+            match CgroupRoots::open(&cgroups, &delegation.base, euid == 0) {
+                Ok(r) => Some(Arc::new(r)),
+                Err(e) => {
+                    delegation.usable = false;
+                    delegation.problems.push(e.to_string());
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mapping = mapping_source(&crate::host::idmap::probe());
+        HostView {
+            euid,
+            egid,
+            cgroups,
+            delegation,
+            roots,
+            mapping,
+            state_root: state::state_root(),
+        }
+    }
+}
+
+/// Turn the host's mapping facts into what a sandbox maps.
+fn mapping_source(info: &IdMapInfo) -> MappingSource {
+    match &info.kind {
+        MappingKind::RootRange { host_start, len } => MappingSource::RootRange {
+            start: *host_start,
+            len: (*len).min(65536),
+        },
+        MappingKind::Ranges {
+            uid_ranges,
+            gid_ranges,
+        } if !uid_ranges.is_empty() && !gid_ranges.is_empty() => MappingSource::Ranges {
+            uid: info.uid,
+            gid: info.gid,
+            sub_uid: uid_ranges[0],
+            sub_gid: gid_ranges[0],
+        },
+        _ => MappingSource::SingleId {
+            uid: info.uid,
+            gid: info.gid,
+        },
+    }
+}
+
+/// Run one sandbox to completion and tear it down.
+pub fn run(cfg: &SandboxConfig, host: &HostView) -> Result<Outcome, RunError> {
+    let t0 = Instant::now();
+    let mut warnings: Vec<String> = Vec::new();
+
+    // Stop-signals are handled through a signalfd from here on.
+    let stop_signals = stop_sigset();
+    stop_signals
+        .thread_block()
+        .map_err(|e| RunError::Os(format!("blocking signals: {e}")))?;
+    let sfd = SignalFd::with_flags(&stop_signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| RunError::Os(format!("signalfd: {e}")))?;
+
+    // Leftovers of runs whose cbrun died: cheap when there are none.
+    state::gc(&host.state_root, host.roots.as_deref());
+
+    let wants_limits = cfg.limits.memory.is_some() || cfg.limits.pids.is_some() || cfg.limits.cpus.is_some();
+    let cgroup_ok = host.roots.is_some();
+    let why_no_cgroup = (!cgroup_ok).then(|| {
+        format!(
+            "no writable cgroup for uid {} ({})",
+            host.euid,
+            host.delegation.problems.join("; ")
+        )
+    });
+    if wants_limits {
+        let mut missing = Vec::new();
+        if let Some(why) = &why_no_cgroup {
+            missing.push(why.clone());
+        } else {
+            for (name, asked) in [
+                ("memory", cfg.limits.memory.is_some()),
+                ("pids", cfg.limits.pids.is_some()),
+                ("cpu", cfg.limits.cpus.is_some()),
+            ] {
+                if asked && !host.delegation.controllers.iter().any(|c| c == name) {
+                    missing.push(format!("cgroup controller {name} is not available"));
+                }
+            }
+        }
+        if !missing.is_empty() {
+            if cfg.require_limits {
+                return Err(RunError::LimitsRequired(missing.join("; ")));
+            }
+            for m in missing {
+                warnings.push(format!("limits not enforced: {m}"));
+            }
+        }
+    }
+    if cfg.seccomp == SeccompMode::Off {
+        warnings.push("seccomp is OFF (--seccomp off): every syscall the kernel allows in a user namespace is reachable".into());
+    }
+
+    phase("checked", t0);
+    let mut rd = RunDir::create(&host.state_root)?;
+    let result = run_in(cfg, host, &mut rd, &sfd, cgroup_ok, why_no_cgroup.as_deref(), &mut warnings, t0);
+    // Teardown happens in run_in; the directory goes last.
+    phase("run_in returned", t0);
+    let _ = rd.remove();
+    phase("run dir removed", t0);
+    let _ = stop_signals.thread_unblock();
+    result
+}
+
+fn stop_sigset() -> SigSet {
+    let mut s = SigSet::empty();
+    s.add(Signal::SIGINT);
+    s.add(Signal::SIGTERM);
+    s.add(Signal::SIGHUP);
+    s
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_in(
+    cfg: &SandboxConfig,
+    host: &HostView,
+    rd: &mut RunDir,
+    sfd: &SignalFd,
+    cgroup_ok: bool,
+    why_no_cgroup: Option<&str>,
+    warnings: &mut Vec<String>,
+    t0: Instant,
+) -> Result<Outcome, RunError> {
+    // The sandbox's real cgroup, made while the host tree is still in view.
+    let roots = host.roots.as_deref();
+    let cg = match roots {
+        Some(r) => {
+            let cg = r
+                .create(&rd.id)
+                .map_err(|e| RunError::Setup(format!("cgroup: {e}")))?;
+            rd.record.cgroup = Some(rd.id.clone());
+            rd.save()?;
+            Some(cg)
+        }
+        None => None,
+    };
+    let guard = CgroupGuard { roots, cg: cg.as_ref() };
+
+    // libcontainer's view of cgroups: private, scratch.
+    let shim = cgroupfs_shim::ensure(&host.cgroups)?;
+    let lc_rel = PathBuf::from("/cbrun").join(&rd.id);
+    cgroupfs_shim::prepare_run(&host.cgroups, shim, &lc_rel)?;
+    let _shim_files = ShimFiles { host, shim, rel: &lc_rel };
+    let mut mapping = host.mapping.clone();
+    if shim == cgroupfs_shim::ShimKind::Overlay {
+        // cbrun is now uid 0 of its own user namespace: the sandbox maps
+        // into that single id.
+        mapping = MappingSource::SingleId { uid: 0, gid: 0 };
+    }
+
+    let root = rootfs::prepare(&cfg.rootfs, &host.state_root.join("scaffolds"), &cfg.binds)?;
+    let ids = idmap::plan(&mapping, cfg.user);
+    let seccomp = match cfg.seccomp {
+        SeccompMode::Default => Some(Arc::new(SeccompProgram::default_profile()?)),
+        SeccompMode::Off => None,
+    };
+    let nofile = clamp_rlimit(libc::RLIMIT_NOFILE, cfg.limits.nofile);
+    let nproc = clamp_rlimit(libc::RLIMIT_NPROC, cfg.limits.nproc);
+    if nofile < cfg.limits.nofile {
+        warnings.push(format!("nofile rlimit lowered to {nofile} (cbrun's own hard limit)"));
+    }
+    if nproc < cfg.limits.nproc {
+        warnings.push(format!("nproc rlimit lowered to {nproc} (cbrun's own hard limit)"));
+    }
+    let spec = spec::build(&SpecInputs {
+        config: cfg,
+        root: &root,
+        ids: &ids,
+        cgroup: Some(lc_rel.clone()),
+        nofile,
+        nproc,
+    })?;
+    let bundle = rd.path.join("bundle");
+    fs::create_dir(&bundle).map_err(|source| RunError::File {
+        what: "bundle",
+        path: bundle.clone(),
+        source,
+    })?;
+    let cfg_path = bundle.join("config.json");
+    spec.save(&cfg_path)
+        .map_err(|e| RunError::Setup(format!("writing {}: {e}", cfg_path.display())))?;
+
+    phase("spec written", t0);
+    let executor = SandboxExecutor {
+        seccomp: seccomp.clone(),
+        lo_up: cfg.network == NetworkPolicy::None,
+    };
+    let lc_root = rd.path.join("lc");
+    fs::create_dir(&lc_root).map_err(|source| RunError::File {
+        what: "state",
+        path: lc_root.clone(),
+        source,
+    })?;
+    let mut builder = ContainerBuilder::new(rd.id.clone(), SyscallType::default())
+        .with_root_path(&lc_root)
+        .map_err(|e| RunError::Setup(e.to_string()))?
+        .with_executor(executor);
+    if let Stdio::File(p) = &cfg.stdout {
+        builder = builder.with_stdout(open_out("--stdout", p)?);
+    }
+    if let Stdio::File(p) = &cfg.stderr {
+        builder = builder.with_stderr(open_out("--stderr", p)?);
+    }
+
+    // cbrun steps into the sandbox's cgroup so that what it forks is born
+    // there, and steps out once the sandbox exists.
+    if let Some(cg) = &cg {
+        cg.join_self().map_err(|e| RunError::Setup(format!("joining cgroup: {e}")))?;
+    }
+    let built = builder
+        .as_init(&bundle)
+        .with_systemd(false)
+        .with_detach(true)
+        .build();
+    if let Some(r) = roots {
+        r.leave_self()
+            .map_err(|e| RunError::Setup(format!("leaving the sandbox cgroup: {e}")))?;
+    }
+    let mut container = built.map_err(|e| classify_build_error(&e))?;
+    let Some(init) = container.pid() else {
+        return Err(RunError::Setup("container has no init pid".into()));
+    };
+    let init_guard = InitGuard(init);
+    rd.record.init_pid = Some(init.as_raw());
+    rd.record.pidns = state::pidns_inode(init.as_raw());
+    let _ = rd.save();
+
+    // Limits go in now, before the command starts; then read them back as
+    // the kernel has them, not as we asked.
+    let readback = match (&cg, roots) {
+        (Some(cg), Some(r)) => {
+            cg.apply(r, &cfg.limits)
+                .map_err(|e| RunError::Setup(format!("applying limits: {e}")))?;
+            Some(cg.readback(r))
+        }
+        _ => None,
+    };
+    let via = if host.cgroups.uses_v1() { "cgroup v1" } else { "cgroup v2" };
+    let limits = Limits::from_readback(
+        cg.as_ref().map(|_| host.delegation.base.join(&rd.id)),
+        via,
+        &cfg.limits,
+        readback.as_ref(),
+        why_no_cgroup,
+        nofile,
+        nproc,
+    );
+    if let Some(rb) = &readback {
+        if let Some(problem) = readback_mismatch(cfg, rb) {
+            if cfg.require_limits {
+                return Err(RunError::LimitsRequired(problem));
+            }
+            warnings.push(problem);
+        }
+    }
+    let _ = cgroup_ok;
+    for w in warnings.iter() {
+        eprintln!("cbrun: warning: {w}");
+    }
+
+    let setup_ms = t0.elapsed().as_millis() as u64;
+    phase("built", t0);
+    container
+        .start()
+        .map_err(|e| RunError::Setup(format!("starting: {e}")))?;
+    let waited = wait_for(init, cfg, sfd, cg.as_ref(), rd.record.pidns);
+    phase("exited", t0);
+    let usage = match (&cg, roots) {
+        (Some(cg), Some(r)) => Some(cg.usage(r)),
+        _ => None,
+    };
+    // libcontainer's own delete would redo cgroup work cbrun does itself;
+    // its state dir goes with the run dir.
+    drop(init_guard);
+    drop(guard);
+    let wall_ms = t0.elapsed().as_millis() as u64;
+    phase("torn down", t0);
+
+    let (exit_code, signal) = match waited.status {
+        WaitStatus::Exited(_, c) => (Some(c), None),
+        WaitStatus::Signaled(_, s, _) => (None, Some(s as i32)),
+        _ => (None, None),
+    };
+    let oom_killed = usage.as_ref().map(|u| u.oom_kills > 0).unwrap_or(false) && signal.is_some();
+    let cbrun_exit = if waited.timed_out {
+        exit::TIMEOUT
+    } else if let Some(sig) = waited.interrupted_by {
+        128 + sig
+    } else if let Some(c) = exit_code {
+        c
+    } else {
+        128 + signal.unwrap_or(9)
+    };
+
+    Ok(Outcome {
+        id: rd.id.clone(),
+        command: cfg.command.clone(),
+        exit_code,
+        signal,
+        timed_out: waited.timed_out,
+        interrupted: waited.interrupted_by.is_some(),
+        oom_killed,
+        pids_limit_hit: usage.as_ref().map(|u| u.pids_limit_hits > 0).unwrap_or(false),
+        wall_ms,
+        setup_ms,
+        peak_memory_bytes: usage.as_ref().and_then(|u| u.peak_memory_bytes),
+        isolation: Isolation {
+            namespaces: {
+                let mut v = vec!["user", "mount", "pid", "ipc", "uts", "cgroup"];
+                if cfg.network == NetworkPolicy::None {
+                    v.push("net");
+                }
+                v
+            },
+            network: cfg.network,
+            loopback_up: cfg.network == NetworkPolicy::None,
+            rootfs: match &cfg.rootfs {
+                RootfsSource::Host => "host".into(),
+                RootfsSource::Dir(d) => d.display().to_string(),
+            },
+            root_readonly: true,
+            seccomp: cfg.seccomp,
+            seccomp_rules: seccomp.as_ref().map(|s| s.describe()).unwrap_or_default(),
+            capabilities: "none (bounding, effective, permitted, inheritable, ambient all empty)",
+            no_new_privs: true,
+            id_mapping: ids,
+            dies_with_cbrun: true,
+        },
+        limits,
+        warnings: warnings.clone(),
+        cbrun_exit,
+    })
+}
+
+/// Kills the sandbox's init (and so its pid namespace) when dropped.
+struct InitGuard(Pid);
+
+impl Drop for InitGuard {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, Signal::SIGKILL);
+        let _ = waitpid(self.0, None);
+    }
+}
+
+/// Empties and removes the sandbox's cgroup when dropped, on every path.
+struct CgroupGuard<'a> {
+    roots: Option<&'a CgroupRoots>,
+    cg: Option<&'a SandboxCgroup>,
+}
+
+impl Drop for CgroupGuard<'_> {
+    fn drop(&mut self) {
+        if let (Some(r), Some(cg)) = (self.roots, self.cg) {
+            let _ = r.leave_self();
+            cg.kill_all();
+            if let Err(e) = cg.remove(r) {
+                eprintln!("cbrun: warning: {e}");
+            }
+        }
+    }
+}
+
+/// Removes libcontainer's scratch cgroup files of this run when dropped.
+struct ShimFiles<'a> {
+    host: &'a HostView,
+    shim: cgroupfs_shim::ShimKind,
+    rel: &'a Path,
+}
+
+impl Drop for ShimFiles<'_> {
+    fn drop(&mut self) {
+        cgroupfs_shim::finish_run(&self.host.cgroups, self.shim, self.rel);
+    }
+}
+
+fn clamp_rlimit(res: libc::__rlimit_resource_t, want: u64) -> u64 {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    if unsafe { libc::getrlimit(res, &mut cur) } != 0 {
+        return want;
+    }
+    if cur.rlim_max == libc::RLIM_INFINITY {
+        want
+    } else {
+        want.min(cur.rlim_max)
+    }
+}
+
+fn open_out(what: &'static str, p: &Path) -> Result<OwnedFd, RunError> {
+    let f: File = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o644)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(p)
+        .map_err(|source| RunError::File {
+            what,
+            path: p.to_path_buf(),
+            source,
+        })?;
+    Ok(OwnedFd::from(f))
+}
+
+/// A requested limit the kernel reports differently (beyond page rounding).
+fn readback_mismatch(cfg: &SandboxConfig, rb: &Readback) -> Option<String> {
+    let mut bad = Vec::new();
+    if let Some(m) = cfg.limits.memory {
+        match rb.memory_bytes {
+            Some(v) if v.abs_diff(m.0) < 65536 => {}
+            other => bad.push(format!("memory limit reads back as {other:?}, asked {}", m.0)),
+        }
+    }
+    if let Some(p) = cfg.limits.pids {
+        if rb.pids != Some(p) {
+            bad.push(format!("pids limit reads back as {:?}, asked {p}", rb.pids));
+        }
+    }
+    if let Some(c) = cfg.limits.cpus {
+        match rb.cpus {
+            Some(v) if (v - c.0).abs() < 0.01 => {}
+            other => bad.push(format!("cpu limit reads back as {other:?}, asked {}", c.0)),
+        }
+    }
+    (!bad.is_empty()).then(|| bad.join("; "))
+}
+
+fn classify_build_error(e: &libcontainer::error::LibcontainerError) -> RunError {
+    let mut chain = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        chain.push_str(": ");
+        chain.push_str(&s.to_string());
+        src = s.source();
+    }
+    if let Some(i) = chain.find("command not found inside the sandbox") {
+        return RunError::CommandNotFound(chain[i..].to_owned());
+    }
+    if let Some(i) = chain.find("command is not executable inside the sandbox") {
+        return RunError::CommandNotFound(chain[i..].to_owned());
+    }
+    RunError::Setup(chain)
+}
+
+struct Waited {
+    status: WaitStatus,
+    timed_out: bool,
+    interrupted_by: Option<i32>,
+}
+
+/// Wait for the sandbox's init, enforcing the timeout and reacting to
+/// stop-signals: SIGTERM to every process, a grace period, then SIGKILL.
+fn wait_for(
+    init: Pid,
+    cfg: &SandboxConfig,
+    sfd: &SignalFd,
+    cg: Option<&SandboxCgroup>,
+    pidns: Option<u64>,
+) -> Waited {
+    let pidfd = pidfd_open(init);
+    let deadline = cfg.timeout.map(|t| Instant::now() + t);
+    let mut timed_out = false;
+    let mut interrupted_by = None;
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        let next = [deadline.filter(|_| kill_at.is_none()), kill_at]
+            .into_iter()
+            .flatten()
+            .min();
+        let timeout = match next {
+            Some(t) if t <= now => PollTimeout::ZERO,
+            Some(t) => PollTimeout::try_from((t - now).as_millis().min(60_000) as i32 + 1)
+                .unwrap_or(PollTimeout::MAX),
+            None => PollTimeout::NONE,
+        };
+        if let Some(pfd) = &pidfd {
+            let mut fds = [
+                PollFd::new(pfd.as_fd(), PollFlags::POLLIN),
+                PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+            ];
+            let _ = poll(&mut fds, timeout);
+        } else {
+            // No pidfd (very old kernel): poll the signalfd with a short tick.
+            let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+            let _ = poll(&mut fds, PollTimeout::from(20u8));
+        }
+        match waitpid(init, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {}
+            Ok(status) => {
+                return Waited {
+                    status,
+                    timed_out,
+                    interrupted_by,
+                }
+            }
+            Err(_) => {
+                return Waited {
+                    status: WaitStatus::StillAlive,
+                    timed_out,
+                    interrupted_by,
+                }
+            }
+        }
+        if let Ok(Some(info)) = sfd.read_signal() {
+            if interrupted_by.is_none() && !timed_out {
+                interrupted_by = Some(info.ssi_signo as i32);
+                kill_at = Some(Instant::now() + cfg.kill_grace);
+                terminate(init, cg, pidns, Signal::SIGTERM);
+            } else {
+                // A second request: no more grace.
+                kill_at = Some(Instant::now());
+            }
+        }
+        let now = Instant::now();
+        if let Some(d) = deadline {
+            if kill_at.is_none() && now >= d {
+                timed_out = true;
+                kill_at = Some(now + cfg.kill_grace);
+                terminate(init, cg, pidns, Signal::SIGTERM);
+            }
+        }
+        if let Some(k) = kill_at {
+            if now >= k {
+                terminate(init, cg, pidns, Signal::SIGKILL);
+                kill_at = Some(now + Duration::from_secs(3600));
+            }
+        }
+    }
+}
+
+/// Signal every process of the sandbox. SIGKILL to the namespace's init
+/// takes the whole pid namespace with it; SIGTERM has to reach each one
+/// (init ignores signals it has no handler for).
+fn terminate(init: Pid, cg: Option<&SandboxCgroup>, pidns: Option<u64>, sig: Signal) {
+    let _ = nix::sys::signal::kill(init, sig);
+    if let Some(cg) = cg {
+        cg.signal_all(sig);
+    } else if let Some(ns) = pidns {
+        for pid in pidns_members(ns) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), sig);
+        }
+    }
+}
+
+/// Processes whose pid namespace is `ns` (when there is no cgroup to ask).
+fn pidns_members(ns: u64) -> Vec<i32> {
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::metadata(format!("/proc/{pid}/ns/pid"))
+                .map(|m| m.ino() == ns)
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    if fd < 0 {
+        None
+    } else {
+        Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    }
+}
+
+/// `CBRUN_TIMING=1` prints phase times to stderr (for profiling start-up).
+fn phase(name: &str, t0: Instant) {
+    if std::env::var_os("CBRUN_TIMING").is_some() {
+        eprintln!("cbrun: timing: {name}: {:.2} ms", t0.elapsed().as_secs_f64() * 1e3);
+    }
+}
