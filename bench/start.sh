@@ -191,12 +191,12 @@ done
 # cbrun binary
 # ----------------------------------------------------------------------------
 STANDIN=0
-if [ -z "$CBRUN" ]; then
-    CBRUN="$REPO_ROOT/target/release/cbrun"
-    if [ ! -x "$CBRUN" ] && [ -n "${CARGO_TARGET_DIR:-}" ] && [ -x "$CARGO_TARGET_DIR/release/cbrun" ]; then
-        CBRUN="$CARGO_TARGET_DIR/release/cbrun"
-    fi
-else
+if [ -z "$CBRUN" ] && [ "$SKIP_CBRUN" = 0 ]; then
+    # The deployment build: static and non-PIE, so no process cbrun starts
+    # or forks pays for dynamic loading and relocation.
+    log "building the static release binary (bench/build-static.sh)"
+    CBRUN="$("$REPO_ROOT/bench/build-static.sh")" || { echo "start.sh: static build failed" >&2; exit 1; }
+elif [ -n "$CBRUN" ]; then
     case "$CBRUN" in
         */*) case "$CBRUN" in /*) ;; *) CBRUN="$PWD/$CBRUN" ;; esac ;;
         *) CBRUN="$(command -v "$CBRUN" 2>/dev/null || echo "$PWD/$CBRUN")" ;;

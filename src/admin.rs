@@ -271,14 +271,30 @@ fn undo_all(
         .filter(|d| d.exists())
         .collect();
     // Look everywhere before touching anything so a refusal changes nothing.
+    // The parking cgroup (where the user's cbrun waits between steps) is
+    // cbrun's own and goes with the delegation when empty.
+    let parking = |p: &PathBuf| {
+        p.file_name()
+            .is_some_and(|n| n == crate::sandbox::cgroups::PARKING)
+    };
     let mut children = Vec::new();
     for d in &dirs {
-        children.extend(subdirs(d)?);
+        children.extend(subdirs(d)?.into_iter().filter(|c| !parking(c)));
     }
     if !children.is_empty() {
         return Err(AdminError::ChildrenRemain(children));
     }
     for d in &dirs {
+        let park = d.join(crate::sandbox::cgroups::PARKING);
+        if park.is_dir() {
+            fs::remove_dir(&park).map_err(|e| AdminError::Io {
+                path: park.clone(),
+                source: io::Error::new(
+                    e.kind(),
+                    format!("rmdir: {e} (a cbrun of this user is running?)"),
+                ),
+            })?;
+        }
         fs::remove_dir(d).map_err(|e| {
             let hint = if e.raw_os_error() == Some(libc::EBUSY) {
                 " (processes still in it)"

@@ -19,7 +19,11 @@ use cbrun::sandbox::seccomp::SeccompMode;
 use cbrun::sandbox::state;
 
 #[derive(Parser)]
-#[command(name = "cbrun", version, about = "Daemonless, rootless sandbox runner for coding-agent benchmarks")]
+#[command(
+    name = "cbrun",
+    version,
+    about = "Daemonless, rootless sandbox runner for coding-agent benchmarks"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -29,7 +33,7 @@ struct Cli {
 enum Cmd {
     /// Run commands in sandboxes.
     #[command(subcommand)]
-    Sandbox(SandboxCmd),
+    Sandbox(Box<SandboxCmd>),
     /// Say what this host lets cbrun enforce for the current user.
     Doctor {
         #[arg(long)]
@@ -143,7 +147,11 @@ fn to_config(a: RunArgs) -> Result<(SandboxConfig, Option<PathBuf>)> {
     }
     cfg.hostname = a.hostname;
     cfg.network = a.net;
-    cfg.limits.memory = a.memory.as_deref().map(|m| ByteSize::parse("--memory", m)).transpose()?;
+    cfg.limits.memory = a
+        .memory
+        .as_deref()
+        .map(|m| ByteSize::parse("--memory", m))
+        .transpose()?;
     if a.pids == Some(0) {
         anyhow::bail!("--pids: 0: must be at least 1");
     }
@@ -165,13 +173,19 @@ fn to_config(a: RunArgs) -> Result<(SandboxConfig, Option<PathBuf>)> {
 
 /// Write `value` to `path` atomically (temp file + rename).
 fn write_json_atomic(path: &std::path::Path, value: &serde_json::Value) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("outcome"),
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("outcome"),
         std::process::id()
     ));
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("--outcome {}", tmp.display()))?;
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("--outcome {}", tmp.display()))?;
     serde_json::to_writer_pretty(&mut f, value)?;
     f.write_all(b"\n")?;
     f.sync_all().ok();
@@ -180,18 +194,38 @@ fn write_json_atomic(path: &std::path::Path, value: &serde_json::Value) -> Resul
 }
 
 fn sandbox_run(a: RunArgs) -> Result<i32> {
-    let (cfg, outcome_path) = to_config(a)?;
+    let outcome_path = a.outcome.clone();
     if let Some(p) = &outcome_path {
         // Fail before running anything if the outcome cannot be written.
-        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        let dir = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
         if !dir.is_dir() {
-            anyhow::bail!("--outcome {}: directory {} does not exist", p.display(), dir.display());
+            anyhow::bail!(
+                "--outcome {}: directory {} does not exist",
+                p.display(),
+                dir.display()
+            );
         }
     }
+    let cfg = match to_config(a) {
+        Ok((cfg, _)) => cfg,
+        Err(e) => {
+            if let Some(p) = &outcome_path {
+                let v = serde_json::json!({ "error": format!("{e:#}"), "cbrun_exit": exit::CBRUN_ERROR });
+                write_json_atomic(p, &v)?;
+            }
+            return Err(e);
+        }
+    };
     let t = std::time::Instant::now();
     let host = HostView::detect();
     if std::env::var_os("CBRUN_TIMING").is_some() {
-        eprintln!("cbrun: timing: host view: {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "cbrun: timing: host view: {:.2} ms",
+            t.elapsed().as_secs_f64() * 1e3
+        );
     }
     match run::run(&cfg, &host) {
         Ok(outcome) => {
@@ -199,7 +233,10 @@ fn sandbox_run(a: RunArgs) -> Result<i32> {
                 write_json_atomic(p, &serde_json::to_value(&outcome)?)?;
             }
             if outcome.timed_out {
-                eprintln!("cbrun: timed out after {:.1}s; sandbox killed", cfg.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0));
+                eprintln!(
+                    "cbrun: timed out after {:.1}s; sandbox killed",
+                    cfg.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0)
+                );
             }
             if outcome.oom_killed {
                 eprintln!("cbrun: the sandbox ran out of memory and was OOM-killed");
@@ -220,15 +257,17 @@ fn sandbox_run(a: RunArgs) -> Result<i32> {
 
 fn gc(json: bool) -> Result<i32> {
     let host = HostView::detect();
-    let report = state::gc(&host.state_root, host.roots.as_deref());
+    let mut report = state::gc(&host.state_root, host.roots.as_deref(), true);
+    state::gc_scaffolds(&host.state_root, &mut report);
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "cbrun gc: removed {} dead run(s), killed {} process(es), removed {} cgroup dir(s)",
+            "cbrun gc: removed {} dead run(s), killed {} process(es), removed {} cgroup dir(s); {} run(s) live",
             report.removed_runs.len(),
             report.killed_processes,
-            report.removed_cgroups
+            report.removed_cgroups,
+            report.live_runs
         );
         for e in &report.errors {
             eprintln!("cbrun gc: {e}");
@@ -241,7 +280,10 @@ fn main() -> ExitCode {
     let started = std::time::Instant::now();
     let code = real_main();
     if std::env::var_os("CBRUN_TIMING").is_some() {
-        eprintln!("cbrun: timing: main: {:.2} ms", started.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "cbrun: timing: main: {:.2} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
     }
     code
 }
@@ -251,16 +293,25 @@ fn real_main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
-            let code = match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-                _ => exit::CBRUN_ERROR,
-            };
-            let _ = e.print();
-            return ExitCode::from(code as u8);
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            // One line, like every other cbrun error; `--help` has the rest.
+            let text = e.render().to_string();
+            let first = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("cbrun: error: {first}");
+            return ExitCode::from(exit::CBRUN_ERROR as u8);
         }
     };
     let r = match cli.cmd {
-        Cmd::Sandbox(SandboxCmd::Run(a)) => sandbox_run(a),
+        Cmd::Sandbox(c) => match *c {
+            SandboxCmd::Run(a) => sandbox_run(a),
+        },
         Cmd::Gc { json } => gc(json),
         Cmd::Doctor { json } => cbrun::doctor::run(json).map_err(Into::into),
         Cmd::Admin(a) => cbrun::admin::run(a).map_err(Into::into),

@@ -98,7 +98,8 @@ impl CgroupHost {
                         .filter(|o| V1_CONTROLLERS.contains(o))
                         .map(str::to_owned)
                         .collect();
-                    if !controllers.is_empty() && !v1.iter().any(|h: &V1Hierarchy| h.mount == mount) {
+                    if !controllers.is_empty() && !v1.iter().any(|h: &V1Hierarchy| h.mount == mount)
+                    {
                         v1.push(V1Hierarchy { mount, controllers });
                     }
                 }
@@ -217,7 +218,10 @@ impl Delegation {
                     if enabled.split_whitespace().any(|e| e == *c) {
                         controllers.push((*c).to_owned());
                     } else {
-                        problems.push(format!("cgroup2 controller {c} is not enabled for {}", dir.display()));
+                        problems.push(format!(
+                            "cgroup2 controller {c} is not enabled for {}",
+                            dir.display()
+                        ));
                     }
                 }
             }
@@ -274,7 +278,9 @@ fn unescape_mountinfo(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'\\' && i + 3 < b.len() {
-            if let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 4]).unwrap_or("x"), 8) {
+            if let Ok(v) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 4]).unwrap_or("x"), 8)
+            {
                 out.push(v);
                 i += 4;
                 continue;
@@ -304,8 +310,14 @@ mod tests {
         let h = CgroupHost::from_mountinfo(HYBRID);
         assert_eq!(h.layout, Layout::Hybrid);
         assert_eq!(h.v1.len(), 3, "named hierarchies are skipped: {:?}", h.v1);
-        assert_eq!(h.v1_mount("memory"), Some(Path::new("/sys/fs/cgroup/memory")));
-        assert_eq!(h.unified.as_deref(), Some(Path::new("/sys/fs/cgroup/unified")));
+        assert_eq!(
+            h.v1_mount("memory"),
+            Some(Path::new("/sys/fs/cgroup/memory"))
+        );
+        assert_eq!(
+            h.unified.as_deref(),
+            Some(Path::new("/sys/fs/cgroup/unified"))
+        );
         assert_eq!(
             h.dirs_for(Path::new("/cbrun/x")),
             vec![

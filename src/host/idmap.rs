@@ -178,7 +178,10 @@ fn user_name(uid: u32, need_nss: bool) -> Option<String> {
     if from_file.is_some() || !need_nss {
         return from_file;
     }
-    User::from_uid(Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
+    User::from_uid(Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
 }
 
 /// A missing file is normal (no ranges); an unreadable one is worth a note.

@@ -281,20 +281,7 @@ fn seccomp_child() -> Result<(), String> {
         jf: 0,
         k: libc::SECCOMP_RET_ALLOW,
     }];
-    let prog = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr().cast_mut(),
-    };
-    // SAFETY: `prog` points at a valid one-instruction program that outlives
-    // the call; the kernel copies it.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0 as libc::c_uint,
-            &prog as *const libc::sock_fprog,
-        )
-    };
+    let rc = crate::sandbox::seccomp::install_raw(&filter, 1);
     if rc != 0 {
         return Err(format!(
             "seccomp(SECCOMP_SET_MODE_FILTER): {}",

@@ -40,6 +40,12 @@ pub struct Usage {
     pub pids_limit_hits: u64,
 }
 
+/// Every run id (and so every sandbox cgroup name) starts with this.
+pub const RUN_ID_PREFIX: &str = "cb";
+
+/// Where an unprivileged cbrun waits outside its sandbox's cgroup.
+pub const PARKING: &str = "parking";
+
 /// One hierarchy cbrun uses: its controllers, the base directory sandboxes
 /// are made in, and the cgroup cbrun itself sits in (to move back to).
 #[derive(Debug)]
@@ -62,7 +68,12 @@ pub struct CgroupRoots {
 fn open_dir(p: &Path) -> io::Result<OwnedFd> {
     let c = CString::new(p.as_os_str().as_encoded_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::new(
             io::Error::last_os_error().kind(),
@@ -73,7 +84,8 @@ fn open_dir(p: &Path) -> io::Result<OwnedFd> {
 }
 
 fn openat(dir: &OwnedFd, name: &str, flags: i32) -> io::Result<File> {
-    let c = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
+    let c = CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
     let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
@@ -83,7 +95,10 @@ fn openat(dir: &OwnedFd, name: &str, flags: i32) -> io::Result<File> {
 
 fn read_at(dir: &OwnedFd, name: &str) -> Option<String> {
     let mut s = String::new();
-    openat(dir, name, libc::O_RDONLY).ok()?.read_to_string(&mut s).ok()?;
+    openat(dir, name, libc::O_RDONLY)
+        .ok()?
+        .read_to_string(&mut s)
+        .ok()?;
     Some(s.trim().to_owned())
 }
 
@@ -93,9 +108,9 @@ fn write_at(dir: &OwnedFd, name: &str, value: &str) -> io::Result<()> {
         .map_err(|e| io::Error::new(e.kind(), format!("writing {value:?} to {name}: {e}")))
 }
 
-/// cbrun's own cgroup path in the hierarchy holding `ctrl` ("" for v2).
-fn own_cgroup(ctrl: Option<&str>) -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+/// cbrun's own cgroup path in the hierarchy holding `ctrl` (None: v2),
+/// from the text of /proc/self/cgroup.
+fn own_cgroup(text: &str, ctrl: Option<&str>) -> Option<PathBuf> {
     text.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
         let _id = f.next()?;
@@ -116,19 +131,32 @@ impl CgroupRoots {
         let rel = base.strip_prefix("/").unwrap_or(base);
         let mut hier: Vec<Hierarchy> = Vec::new();
         let v1 = host.uses_v1();
+        let own_text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let mut targets: Vec<(PathBuf, Vec<String>, Option<PathBuf>)> = Vec::new();
         if v1 {
             for c in LIMIT_CONTROLLERS {
-                let Some(h) = host.v1.iter().find(|h| h.controllers.iter().any(|x| x == c)) else {
+                let Some(h) = host
+                    .v1
+                    .iter()
+                    .find(|h| h.controllers.iter().any(|x| x == c))
+                else {
                     continue;
                 };
                 if targets.iter().any(|(m, _, _)| *m == h.mount) {
                     continue;
                 }
-                targets.push((h.mount.clone(), h.controllers.clone(), own_cgroup(Some(c))));
+                targets.push((
+                    h.mount.clone(),
+                    h.controllers.clone(),
+                    own_cgroup(&own_text, Some(c)),
+                ));
             }
         } else if let (Layout::Unified, Some(u)) = (host.layout, &host.unified) {
-            targets.push((u.clone(), vec!["unified".into()], own_cgroup(None)));
+            targets.push((
+                u.clone(),
+                vec!["unified".into()],
+                own_cgroup(&own_text, None),
+            ));
         }
         for (mount, controllers, own) in targets {
             let dir = mount.join(rel);
@@ -136,7 +164,20 @@ impl CgroupRoots {
                 std::fs::create_dir_all(&dir)?;
             }
             let base_fd = open_dir(&dir)?;
-            let own = own.and_then(|o| open_dir(&mount.join(o.strip_prefix("/").unwrap_or(&o))).ok());
+            let own = if is_root {
+                own.and_then(|o| open_dir(&mount.join(o.strip_prefix("/").unwrap_or(&o))).ok())
+            } else {
+                // A user may not move itself back to where it came from (a
+                // root-owned cgroup); it steps out into a parking cgroup of
+                // its own delegated base instead.
+                let park = dir.join(PARKING);
+                match std::fs::create_dir(&park) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+                Some(open_dir(&park)?)
+            };
             hier.push(Hierarchy {
                 controllers,
                 mount,
@@ -154,7 +195,8 @@ impl CgroupRoots {
     /// Make a fresh cgroup named `name` in every hierarchy.
     pub fn create(&self, name: &str) -> io::Result<SandboxCgroup> {
         let mut dirs = Vec::new();
-        let cname = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
+        let cname = CString::new(name)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
         for (i, h) in self.hier.iter().enumerate() {
             if unsafe { libc::mkdirat(h.base.as_raw_fd(), cname.as_ptr(), 0o755) } != 0 {
                 let e = io::Error::last_os_error();
@@ -166,7 +208,10 @@ impl CgroupRoots {
                 let _ = cg.remove(self);
                 return Err(io::Error::new(
                     e.kind(),
-                    format!("creating cgroup {}: {e}", h.mount.join(self.rel()).join(name).display()),
+                    format!(
+                        "creating cgroup {}: {e}",
+                        h.mount.join(self.rel()).join(name).display()
+                    ),
                 ));
             }
             let fd = openat(&h.base, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
@@ -198,6 +243,30 @@ impl CgroupRoots {
         }
     }
 
+    /// Names of the sandbox cgroups present under the base, in any
+    /// hierarchy (for gc to find those whose run is gone).
+    pub fn sandbox_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for h in &self.hier {
+            // Through the descriptor: the path may be hidden from this
+            // process's mount namespace.
+            let Ok(rd) = std::fs::read_dir(format!("/proc/self/fd/{}", h.base.as_raw_fd())) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.starts_with(RUN_ID_PREFIX)
+                    && e.file_type().map(|t| t.is_dir()).unwrap_or(false)
+                {
+                    names.push(n);
+                }
+            }
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
     fn rel(&self) -> &Path {
         self.base.strip_prefix("/").unwrap_or(&self.base)
     }
@@ -205,7 +274,10 @@ impl CgroupRoots {
     /// Controllers the opened hierarchies carry.
     pub fn controllers(&self) -> Vec<String> {
         if self.v1 {
-            self.hier.iter().flat_map(|h| h.controllers.iter().cloned()).collect()
+            self.hier
+                .iter()
+                .flat_map(|h| h.controllers.iter().cloned())
+                .collect()
         } else {
             self.hier
                 .first()
@@ -215,7 +287,8 @@ impl CgroupRoots {
         }
     }
 
-    /// Move cbrun back to the cgroups it came from.
+    /// Move cbrun back out of the sandbox's cgroup: to where it came from
+    /// (root) or to the parking cgroup (a delegated user).
     pub fn leave_self(&self) -> io::Result<()> {
         let me = std::process::id().to_string();
         for h in &self.hier {
@@ -236,6 +309,11 @@ pub struct SandboxCgroup {
 }
 
 impl SandboxCgroup {
+    /// Whether any of its directories is still there.
+    pub fn exists(&self) -> bool {
+        !self.dirs.is_empty()
+    }
+
     /// Move cbrun itself in; children it forks from now on are born inside.
     pub fn join_self(&self) -> io::Result<()> {
         let me = std::process::id().to_string();
@@ -300,12 +378,19 @@ impl SandboxCgroup {
                 .and_then(|s| s.parse::<u64>().ok())
                 .filter(|v| *v < (1u64 << 62))
         } else {
-            self.read(roots, "memory", "memory.max").and_then(|s| s.parse().ok())
+            self.read(roots, "memory", "memory.max")
+                .and_then(|s| s.parse().ok())
         };
-        let pids = self.read(roots, "pids", "pids.max").and_then(|s| s.parse().ok());
+        let pids = self
+            .read(roots, "pids", "pids.max")
+            .and_then(|s| s.parse().ok());
         let cpus = if self.v1 {
-            let q: Option<i64> = self.read(roots, "cpu", "cpu.cfs_quota_us").and_then(|s| s.parse().ok());
-            let p: Option<i64> = self.read(roots, "cpu", "cpu.cfs_period_us").and_then(|s| s.parse().ok());
+            let q: Option<i64> = self
+                .read(roots, "cpu", "cpu.cfs_quota_us")
+                .and_then(|s| s.parse().ok());
+            let p: Option<i64> = self
+                .read(roots, "cpu", "cpu.cfs_period_us")
+                .and_then(|s| s.parse().ok());
             match (q, p) {
                 (Some(q), Some(p)) if q > 0 && p > 0 => Some(q as f64 / p as f64),
                 _ => None,
@@ -390,13 +475,16 @@ impl SandboxCgroup {
     /// rmdir in every hierarchy; returns how many were removed. A cgroup
     /// whose killed tasks are still exiting answers EBUSY for a moment.
     pub fn remove(&self, roots: &CgroupRoots) -> io::Result<usize> {
-        let cname = CString::new(self.name.as_str()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL"))?;
+        let cname = CString::new(self.name.as_str())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL"))?;
         let mut removed = 0;
         for (i, _) in &self.dirs {
             let h = &roots.hier[*i];
             let mut tries = 0;
             loop {
-                if unsafe { libc::unlinkat(h.base.as_raw_fd(), cname.as_ptr(), libc::AT_REMOVEDIR) } == 0 {
+                if unsafe { libc::unlinkat(h.base.as_raw_fd(), cname.as_ptr(), libc::AT_REMOVEDIR) }
+                    == 0
+                {
                     removed += 1;
                     break;
                 }
@@ -413,7 +501,10 @@ impl SandboxCgroup {
                     _ => {
                         return Err(io::Error::new(
                             e.kind(),
-                            format!("removing cgroup {}: {e}", h.mount.join(roots.rel()).join(&self.name).display()),
+                            format!(
+                                "removing cgroup {}: {e}",
+                                h.mount.join(roots.rel()).join(&self.name).display()
+                            ),
                         ))
                     }
                 }

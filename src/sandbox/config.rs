@@ -64,7 +64,11 @@ impl FromStr for BindMount {
             [src, dst, "ro"] => (*src, *dst, true),
             [src, dst, "rw"] => (*src, *dst, false),
             [_, _, opt] => {
-                return Err(perr("--bind", s, format!("unknown option {opt:?} (expected ro or rw)")))
+                return Err(perr(
+                    "--bind",
+                    s,
+                    format!("unknown option {opt:?} (expected ro or rw)"),
+                ))
             }
             _ => return Err(perr("--bind", s, "expected SRC:DST[:ro]")),
         };
@@ -75,7 +79,10 @@ impl FromStr for BindMount {
         if !dst.is_absolute() {
             return Err(perr("--bind", s, "DST must be an absolute path"));
         }
-        if dst.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+        if dst
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
             return Err(perr("--bind", s, "DST must not contain `..`"));
         }
         if dst == Path::new("/") {
@@ -100,7 +107,11 @@ impl ByteSize {
         let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
         let (num, unit) = t.split_at(split);
         if num.is_empty() {
-            return Err(perr(what, s, "expected a number with an optional unit (K, M, G, T)"));
+            return Err(perr(
+                what,
+                s,
+                "expected a number with an optional unit (K, M, G, T)",
+            ));
         }
         let n: u64 = num.parse().map_err(|_| perr(what, s, "number too large"))?;
         let mult: u64 = match unit.to_ascii_uppercase().as_str() {
@@ -109,7 +120,13 @@ impl ByteSize {
             "M" | "MB" | "MI" | "MIB" => 1 << 20,
             "G" | "GB" | "GI" | "GIB" => 1 << 30,
             "T" | "TB" | "TI" | "TIB" => 1 << 40,
-            _ => return Err(perr(what, s, format!("unknown unit {unit:?} (use K, M, G or T)"))),
+            _ => {
+                return Err(perr(
+                    what,
+                    s,
+                    format!("unknown unit {unit:?} (use K, M, G or T)"),
+                ))
+            }
         };
         let v = n
             .checked_mul(mult)
@@ -138,7 +155,7 @@ impl FromStr for Cpus {
         let v: f64 = s
             .parse()
             .map_err(|_| perr("--cpus", s, "expected a number of CPUs, e.g. 1.5"))?;
-        if !v.is_finite() || v < 0.01 || v > 4096.0 {
+        if !v.is_finite() || !(0.01..=4096.0).contains(&v) {
             return Err(perr("--cpus", s, "must be between 0.01 and 4096"));
         }
         Ok(Cpus(v))
@@ -163,7 +180,11 @@ impl FromStr for Identity {
             .parse()
             .map_err(|_| perr("--user", s, "expected numeric UID:GID"))?;
         if uid >= 65536 || gid >= 65536 {
-            return Err(perr("--user", s, "ids inside the sandbox must be below 65536"));
+            return Err(perr(
+                "--user",
+                s,
+                "ids inside the sandbox must be below 65536",
+            ));
         }
         Ok(Identity { uid, gid })
     }
@@ -315,7 +336,10 @@ mod tests {
         assert_eq!(ByteSize::parse("--memory", "2g").unwrap().0, 2 << 30);
         assert_eq!(ByteSize::parse("--memory", "1048576").unwrap().0, 1 << 20);
         let e = ByteSize::parse("--memory", "12XB").unwrap_err().to_string();
-        assert!(e.contains("--memory") && e.contains("12XB") && e.contains("unit"), "{e}");
+        assert!(
+            e.contains("--memory") && e.contains("12XB") && e.contains("unit"),
+            "{e}"
+        );
         assert!(ByteSize::parse("--memory", "").is_err());
         assert!(ByteSize::parse("--memory", "M").is_err());
         assert!(ByteSize::parse("--memory", "99999999999999999999T").is_err());
@@ -325,10 +349,21 @@ mod tests {
     #[test]
     fn binds() {
         let b: BindMount = "/a:/b:ro".parse().unwrap();
-        assert_eq!((b.src.to_str(), b.dst.to_str(), b.readonly), (Some("/a"), Some("/b"), true));
+        assert_eq!(
+            (b.src.to_str(), b.dst.to_str(), b.readonly),
+            (Some("/a"), Some("/b"), true)
+        );
         let b: BindMount = "rel:/b".parse().unwrap();
         assert!(!b.readonly);
-        for bad in ["/a", "/a:b", "/a:/b:rx", ":/b", "/a:/x/../y", "/a:/", "a:b:c:d"] {
+        for bad in [
+            "/a",
+            "/a:b",
+            "/a:/b:rx",
+            ":/b",
+            "/a:/x/../y",
+            "/a:/",
+            "a:b:c:d",
+        ] {
             let e = bad.parse::<BindMount>().unwrap_err().to_string();
             assert!(e.starts_with("--bind"), "{bad}: {e}");
         }
@@ -336,8 +371,17 @@ mod tests {
 
     #[test]
     fn users_envs_cpus() {
-        assert_eq!("1000:1000".parse::<Identity>().unwrap(), Identity { uid: 1000, gid: 1000 });
-        assert_eq!("7".parse::<Identity>().unwrap(), Identity { uid: 7, gid: 7 });
+        assert_eq!(
+            "1000:1000".parse::<Identity>().unwrap(),
+            Identity {
+                uid: 1000,
+                gid: 1000
+            }
+        );
+        assert_eq!(
+            "7".parse::<Identity>().unwrap(),
+            Identity { uid: 7, gid: 7 }
+        );
         assert!("root".parse::<Identity>().is_err());
         assert!("70000:1".parse::<Identity>().is_err());
         assert!("A=1".parse::<EnvVar>().is_ok());

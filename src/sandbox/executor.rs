@@ -4,8 +4,8 @@
 //!
 //! libcontainer ignores a spec's seccomp section without its libseccomp
 //! feature, and it leaves `lo` down; both are done here. The spec keeps
-//! CAP_NET_ADMIN and CAP_SETPCAP only so these steps can run; they are gone
-//! before the command starts.
+//! CAP_NET_ADMIN, CAP_SETPCAP and CAP_SETFCAP only so these steps can run;
+//! they are gone before the command starts.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -27,6 +27,8 @@ pub struct SandboxExecutor {
     pub seccomp: Option<Arc<SeccompProgram>>,
     /// Bring up `lo` (a fresh network namespace has it down).
     pub lo_up: bool,
+    /// Enter a nested user namespace as this (uid, gid) (single-id hosts).
+    pub nested_user: Option<(u32, u32)>,
 }
 
 impl Executor for SandboxExecutor {
@@ -41,7 +43,9 @@ impl Executor for SandboxExecutor {
         }
         let (args, env) = args_env(spec);
         let Some(cmd) = args.first() else {
-            return Err(ExecutorValidationError::ArgValidationError("no command given".into()));
+            return Err(ExecutorValidationError::ArgValidationError(
+                "no command given".into(),
+            ));
         };
         match resolve(cmd, &env) {
             Ok(_) => Ok(()),
@@ -50,11 +54,29 @@ impl Executor for SandboxExecutor {
     }
 
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        // Past this point libcontainer only logs (and we install no logger):
+        // say what went wrong ourselves.
+        let err = self.exec_inner(spec).err();
+        let msg = err
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "exec returned".into());
+        eprintln!("cbrun: error: sandbox setup failed inside the sandbox: {msg}");
+        std::process::exit(super::outcome::exit::CBRUN_ERROR);
+    }
+}
+
+impl SandboxExecutor {
+    fn exec_inner(&self, spec: &Spec) -> Result<(), ExecutorError> {
         let (args, env) = args_env(spec);
         if self.lo_up {
             loopback_up().map_err(|e| ExecutorError::Other(format!("bringing up lo: {e}")))?;
         }
-        drop_all_capabilities().map_err(|e| ExecutorError::Other(format!("dropping capabilities: {e}")))?;
+        if let Some((uid, gid)) = self.nested_user {
+            become_user(uid, gid)
+                .map_err(|e| ExecutorError::Other(format!("entering --user {uid}:{gid}: {e}")))?;
+        }
+        drop_all_capabilities()
+            .map_err(|e| ExecutorError::Other(format!("dropping capabilities: {e}")))?;
         if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } != 1 {
             return Err(ExecutorError::Other("no_new_privs is not set".into()));
         }
@@ -108,7 +130,9 @@ fn resolve(cmd: &str, env: &[String]) -> Result<PathBuf, String> {
             return Err(format!("command not found inside the sandbox: {cmd}"));
         }
         if !is_exec(&p) {
-            return Err(format!("command is not executable inside the sandbox: {cmd}"));
+            return Err(format!(
+                "command is not executable inside the sandbox: {cmd}"
+            ));
         }
         return Ok(p);
     }
@@ -122,7 +146,27 @@ fn resolve(cmd: &str, env: &[String]) -> Result<PathBuf, String> {
             return Ok(p);
         }
     }
-    Err(format!("command not found inside the sandbox: {cmd} (PATH={path_var})"))
+    Err(format!(
+        "command not found inside the sandbox: {cmd} (PATH={path_var})"
+    ))
+}
+
+/// Become `uid:gid` through a user namespace nested in the sandbox's: the
+/// one host id the sandbox has becomes `uid` here. The sandbox's other
+/// namespaces belong to the outer user namespace, so this process holds no
+/// capability over them afterwards.
+fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)?;
+    // libcontainer made this process non-dumpable, which leaves its /proc
+    // files owned by host root and the maps unwritable. execve resets it
+    // anyway.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    std::fs::write("/proc/self/setgroups", "deny")?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} 0 1"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} 0 1"))?;
+    Ok(())
 }
 
 /// `ip link set lo up`, with one ioctl pair.

@@ -4,8 +4,9 @@
 //!   never to host root, so files only host root may read stay unreadable.
 //! - A user with subordinate ranges (newuidmap): 0 is the caller, 1..N the
 //!   subordinate range.
-//! - A user with only their own id: that one id is mapped, as the sandbox's
-//!   uid 0 by default, or as the `--user` uid when one is asked for.
+//! - A user with only their own id: that one id is the sandbox's uid 0
+//!   (libcontainer's setup needs a root); a `--user` uid is a nested user
+//!   namespace mapping that uid onto it, entered just before exec.
 
 use serde::Serialize;
 
@@ -14,9 +15,20 @@ use super::config::Identity;
 /// What the host allows, as far as mapping goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MappingSource {
-    SingleId { uid: u32, gid: u32 },
-    Ranges { uid: u32, gid: u32, sub_uid: (u32, u32), sub_gid: (u32, u32) },
-    RootRange { start: u32, len: u32 },
+    SingleId {
+        uid: u32,
+        gid: u32,
+    },
+    Ranges {
+        uid: u32,
+        gid: u32,
+        sub_uid: (u32, u32),
+        sub_gid: (u32, u32),
+    },
+    RootRange {
+        start: u32,
+        len: u32,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -26,13 +38,27 @@ pub struct IdPlan {
     /// (inside, host, length)
     pub uid_map: Vec<(u32, u32, u32)>,
     pub gid_map: Vec<(u32, u32, u32)>,
+    /// The identity the command runs as.
     pub uid: u32,
     pub gid: u32,
+    /// With a single id, libcontainer needs that id to be the sandbox's
+    /// root; a non-root `--user` is then a nested user namespace that maps
+    /// (uid, gid) onto it, entered just before exec.
+    pub nested: Option<(u32, u32)>,
 }
 
 impl IdPlan {
     pub fn inside(&self) -> (u32, u32) {
         (self.uid, self.gid)
+    }
+
+    /// The identity libcontainer switches to.
+    pub fn spec_user(&self) -> (u32, u32) {
+        if self.nested.is_some() {
+            (0, 0)
+        } else {
+            (self.uid, self.gid)
+        }
     }
 
     /// Host uid that a given inside uid maps to.
@@ -60,6 +86,7 @@ pub fn plan(src: &MappingSource, user: Option<Identity>) -> IdPlan {
             gid_map: vec![(0, start, len)],
             uid: want.uid,
             gid: want.gid,
+            nested: None,
         },
         MappingSource::Ranges {
             uid,
@@ -75,14 +102,16 @@ pub fn plan(src: &MappingSource, user: Option<Identity>) -> IdPlan {
                 gid_map: vec![(0, gid, 1), (1, sub_gid.0, gl)],
                 uid: want.uid,
                 gid: want.gid,
+                nested: None,
             }
         }
         MappingSource::SingleId { uid, gid } => IdPlan {
             kind: "single-id",
-            uid_map: vec![(want.uid, uid, 1)],
-            gid_map: vec![(want.gid, gid, 1)],
+            uid_map: vec![(0, uid, 1)],
+            gid_map: vec![(0, gid, 1)],
             uid: want.uid,
             gid: want.gid,
+            nested: (want.uid != 0 || want.gid != 0).then_some((want.uid, want.gid)),
         },
     }
 }
@@ -93,7 +122,13 @@ mod tests {
 
     #[test]
     fn root_never_maps_to_host_root() {
-        let p = plan(&MappingSource::RootRange { start: 1 << 30, len: 65536 }, None);
+        let p = plan(
+            &MappingSource::RootRange {
+                start: 1 << 30,
+                len: 65536,
+            },
+            None,
+        );
         assert_eq!(p.host_uid(0), Some(1 << 30));
         for inside in [0, 1, 1000, 65535] {
             assert_ne!(p.host_uid(inside), Some(0));
@@ -102,13 +137,25 @@ mod tests {
     }
 
     #[test]
-    fn single_id_maps_the_requested_user_to_the_caller() {
-        let src = MappingSource::SingleId { uid: 1000, gid: 1000 };
-        let p = plan(&src, Some(Identity { uid: 1000, gid: 1000 }));
-        assert_eq!(p.uid_map, vec![(1000, 1000, 1)]);
+    fn single_id_maps_the_requested_user_to_the_caller_through_a_nested_namespace() {
+        let src = MappingSource::SingleId {
+            uid: 1000,
+            gid: 1000,
+        };
+        let p = plan(
+            &src,
+            Some(Identity {
+                uid: 1000,
+                gid: 1000,
+            }),
+        );
+        assert_eq!(p.uid_map, vec![(0, 1000, 1)]);
         assert_eq!(p.inside(), (1000, 1000));
+        assert_eq!(p.spec_user(), (0, 0));
+        assert_eq!(p.nested, Some((1000, 1000)));
         let p = plan(&src, None);
         assert_eq!(p.uid_map, vec![(0, 1000, 1)]);
+        assert_eq!(p.nested, None);
     }
 
     #[test]
@@ -119,7 +166,13 @@ mod tests {
             sub_uid: (100000, 65536),
             sub_gid: (100000, 65536),
         };
-        let p = plan(&src, Some(Identity { uid: 1000, gid: 1000 }));
+        let p = plan(
+            &src,
+            Some(Identity {
+                uid: 1000,
+                gid: 1000,
+            }),
+        );
         assert_eq!(p.host_uid(0), Some(1000));
         assert_eq!(p.host_uid(1000), Some(100999));
     }

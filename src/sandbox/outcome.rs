@@ -94,11 +94,17 @@ impl Limits {
     ) -> Self {
         let state = |requested: Option<serde_json::Value>, enforced: Option<serde_json::Value>| {
             let note = match (&requested, &enforced) {
-                (Some(_), None) => Some(why_not.unwrap_or("the kernel did not report it").to_owned()),
+                (Some(_), None) => {
+                    Some(why_not.unwrap_or("the kernel did not report it").to_owned())
+                }
                 _ => None,
             };
             LimitState {
-                via: if enforced.is_some() { via.to_owned() } else { "none".to_owned() },
+                via: if enforced.is_some() {
+                    via.to_owned()
+                } else {
+                    "none".to_owned()
+                },
                 requested,
                 enforced,
                 note,
@@ -108,7 +114,10 @@ impl Limits {
         let jf = |v: Option<f64>| v.map(serde_json::Value::from);
         Limits {
             cgroup,
-            memory: state(j(req.memory.map(|m| m.0)), rb.and_then(|r| j(r.memory_bytes))),
+            memory: state(
+                j(req.memory.map(|m| m.0)),
+                rb.and_then(|r| j(r.memory_bytes)),
+            ),
             pids: state(j(req.pids), rb.and_then(|r| j(r.pids))),
             cpus: state(jf(req.cpus.map(|c| c.0)), rb.and_then(|r| jf(r.cpus))),
             nofile,
@@ -119,10 +128,19 @@ impl Limits {
 
     /// Requested limits that are not in force, as one line each.
     pub fn missing(&self) -> Vec<String> {
-        [("memory", &self.memory), ("pids", &self.pids), ("cpus", &self.cpus)]
-            .iter()
-            .filter(|(_, s)| s.requested.is_some() && s.enforced.is_none())
-            .map(|(n, s)| format!("{n} limit not enforced: {}", s.note.as_deref().unwrap_or("unknown")))
-            .collect()
+        [
+            ("memory", &self.memory),
+            ("pids", &self.pids),
+            ("cpus", &self.cpus),
+        ]
+        .iter()
+        .filter(|(_, s)| s.requested.is_some() && s.enforced.is_none())
+        .map(|(n, s)| {
+            format!(
+                "{n} limit not enforced: {}",
+                s.note.as_deref().unwrap_or("unknown")
+            )
+        })
+        .collect()
     }
 }

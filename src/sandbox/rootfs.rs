@@ -52,7 +52,8 @@ pub fn prepare(
 ) -> Result<PreparedRoot, RootfsError> {
     let mut resolved = Vec::with_capacity(binds.len());
     for b in binds {
-        let src = fs::canonicalize(&b.src).map_err(|_| RootfsError::BindSource { src: b.src.clone() })?;
+        let src =
+            fs::canonicalize(&b.src).map_err(|_| RootfsError::BindSource { src: b.src.clone() })?;
         resolved.push(BindMount {
             src,
             dst: b.dst.clone(),
@@ -107,6 +108,7 @@ fn host_scaffold(scaffolds: &Path, binds: Vec<BindMount>) -> Result<PreparedRoot
     let mut layout: Vec<String> = Vec::new();
     let mut system_binds = Vec::new();
     let mut links = Vec::new();
+    let mut empties = Vec::new();
     for name in HOST_SYSTEM_DIRS {
         let host = Path::new("/").join(name);
         let Ok(meta) = fs::symlink_metadata(&host) else {
@@ -117,8 +119,18 @@ fn host_scaffold(scaffolds: &Path, binds: Vec<BindMount>) -> Result<PreparedRoot
             layout.push(format!("L {name} {}", target.display()));
             links.push((name, target));
         } else if meta.is_dir() {
-            layout.push(format!("D {name}"));
-            system_binds.push((host, Path::new("/").join(name)));
+            // An empty host dir (often /opt) is an empty dir in the
+            // scaffold: same view, one mount fewer.
+            let empty = fs::read_dir(&host)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
+            if empty {
+                layout.push(format!("E {name}"));
+                empties.push(name);
+            } else {
+                layout.push(format!("D {name}"));
+                system_binds.push((host, Path::new("/").join(name)));
+            }
         }
     }
     for b in &binds {
@@ -140,20 +152,30 @@ fn host_scaffold(scaffolds: &Path, binds: Vec<BindMount>) -> Result<PreparedRoot
         .map_err(err(scaffolds))?;
     let tmp = scaffolds.join(format!(".tmp-{}-{key:016x}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
-    fs::DirBuilder::new().mode(0o755).create(&tmp).map_err(err(&tmp))?;
+    fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&tmp)
+        .map_err(err(&tmp))?;
     for (name, target) in &links {
         std::os::unix::fs::symlink(target, tmp.join(name)).map_err(err(&tmp.join(name)))?;
     }
     for (_, inside) in &system_binds {
         let d = tmp.join(inside.strip_prefix("/").unwrap_or(inside));
-        fs::DirBuilder::new().mode(0o755).create(&d).map_err(err(&d))?;
+        fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&d)
+            .map_err(err(&d))?;
     }
-    for p in BASE_DIRS {
+    for p in BASE_DIRS.iter().chain(empties.iter().copied()) {
         let d = tmp.join(p);
-        fs::DirBuilder::new().mode(0o755).create(&d).map_err(err(&d))?;
+        fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&d)
+            .map_err(err(&d))?;
     }
     for b in &binds {
-        make_mount_point(&tmp, b).map_err(err(&tmp.join(b.dst.strip_prefix("/").unwrap_or(&b.dst))))?;
+        make_mount_point(&tmp, b)
+            .map_err(err(&tmp.join(b.dst.strip_prefix("/").unwrap_or(&b.dst))))?;
     }
     // Publish atomically; a concurrent run may have won the race.
     if let Err(e) = fs::rename(&tmp, &path) {
@@ -169,8 +191,8 @@ fn host_scaffold(scaffolds: &Path, binds: Vec<BindMount>) -> Result<PreparedRoot
     })
 }
 
-/// 64-bit FNV-1a: a stable name for a scaffold layout.
-fn fnv1a(data: &[u8]) -> u64 {
+/// 64-bit FNV-1a: stable short names (scaffold layouts, state-root tags).
+pub(crate) fn fnv1a(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in data {
         h ^= u64::from(*b);
@@ -199,7 +221,10 @@ fn make_mount_point(root: &Path, b: &BindMount) -> io::Result<()> {
         }
     }
     if let Some(parent) = point.parent() {
-        fs::DirBuilder::new().recursive(true).mode(0o755).create(parent)?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)?;
     }
     if b.src.is_dir() {
         fs::DirBuilder::new().mode(0o755).create(&point)

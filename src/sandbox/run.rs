@@ -19,8 +19,8 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 
-use super::cgroups::{CgroupRoots, Readback, SandboxCgroup};
 use super::cgroupfs_shim;
+use super::cgroups::{CgroupRoots, Readback, SandboxCgroup};
 use super::config::{NetworkPolicy, RootfsSource, SandboxConfig, Stdio};
 use super::executor::SandboxExecutor;
 use super::idmap::{self, MappingSource};
@@ -115,6 +115,10 @@ impl HostView {
             None
         };
         let mapping = mapping_source(&crate::host::idmap::probe());
+        // libcontainer's path-safety layer caches one private procfs handle
+        // per process; made here, every forked sandbox process inherits it
+        // instead of mounting a procfs of its own. Failure only costs time.
+        let _ = pathrs::procfs::ProcfsHandle::new();
         HostView {
             euid,
             egid,
@@ -160,13 +164,17 @@ pub fn run(cfg: &SandboxConfig, host: &HostView) -> Result<Outcome, RunError> {
     stop_signals
         .thread_block()
         .map_err(|e| RunError::Os(format!("blocking signals: {e}")))?;
-    let sfd = SignalFd::with_flags(&stop_signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-        .map_err(|e| RunError::Os(format!("signalfd: {e}")))?;
+    let sfd = SignalFd::with_flags(
+        &stop_signals,
+        SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
+    )
+    .map_err(|e| RunError::Os(format!("signalfd: {e}")))?;
 
     // Leftovers of runs whose cbrun died: cheap when there are none.
-    state::gc(&host.state_root, host.roots.as_deref());
+    state::gc(&host.state_root, host.roots.as_deref(), false);
 
-    let wants_limits = cfg.limits.memory.is_some() || cfg.limits.pids.is_some() || cfg.limits.cpus.is_some();
+    let wants_limits =
+        cfg.limits.memory.is_some() || cfg.limits.pids.is_some() || cfg.limits.cpus.is_some();
     let cgroup_ok = host.roots.is_some();
     let why_no_cgroup = (!cgroup_ok).then(|| {
         format!(
@@ -205,10 +213,30 @@ pub fn run(cfg: &SandboxConfig, host: &HostView) -> Result<Outcome, RunError> {
 
     phase("checked", t0);
     let mut rd = RunDir::create(&host.state_root)?;
-    let result = run_in(cfg, host, &mut rd, &sfd, cgroup_ok, why_no_cgroup.as_deref(), &mut warnings, t0);
+    let result = run_in(
+        cfg,
+        host,
+        &mut rd,
+        &sfd,
+        cgroup_ok,
+        why_no_cgroup.as_deref(),
+        &mut warnings,
+        t0,
+    );
     // Teardown happens in run_in; the directory goes last.
     phase("run_in returned", t0);
-    let _ = rd.remove();
+    // A cgroup that could not be removed keeps its run directory, so that
+    // gc (in this or a later cbrun) can find and finish it.
+    let cgroup_left = host
+        .roots
+        .as_deref()
+        .map(|r| r.existing(&rd.id).exists())
+        .unwrap_or(false);
+    if cgroup_left {
+        eprintln!("cbrun: warning: the sandbox's cgroup is still there; `cbrun gc` will remove it");
+    } else {
+        let _ = rd.remove();
+    }
     phase("run dir removed", t0);
     let _ = stop_signals.thread_unblock();
     result
@@ -246,13 +274,20 @@ fn run_in(
         }
         None => None,
     };
-    let guard = CgroupGuard { roots, cg: cg.as_ref() };
+    let guard = CgroupGuard {
+        roots,
+        cg: cg.as_ref(),
+    };
 
     // libcontainer's view of cgroups: private, scratch.
     let shim = cgroupfs_shim::ensure(&host.cgroups)?;
     let lc_rel = PathBuf::from("/cbrun").join(&rd.id);
     cgroupfs_shim::prepare_run(&host.cgroups, shim, &lc_rel)?;
-    let _shim_files = ShimFiles { host, shim, rel: &lc_rel };
+    let _shim_files = ShimFiles {
+        host,
+        shim,
+        rel: &lc_rel,
+    };
     let mut mapping = host.mapping.clone();
     if shim == cgroupfs_shim::ShimKind::Overlay {
         // cbrun is now uid 0 of its own user namespace: the sandbox maps
@@ -262,6 +297,19 @@ fn run_in(
 
     let root = rootfs::prepare(&cfg.rootfs, &host.state_root.join("scaffolds"), &cfg.binds)?;
     let ids = idmap::plan(&mapping, cfg.user);
+    // What the record shows is the mapping onto host ids: inside cbrun's own
+    // user namespace the sandbox maps onto that namespace's single id.
+    let host_ids = if shim == cgroupfs_shim::ShimKind::Overlay {
+        idmap::plan(
+            &MappingSource::SingleId {
+                uid: host.euid,
+                gid: host.egid,
+            },
+            cfg.user,
+        )
+    } else {
+        ids.clone()
+    };
     let seccomp = match cfg.seccomp {
         SeccompMode::Default => Some(Arc::new(SeccompProgram::default_profile()?)),
         SeccompMode::Off => None,
@@ -269,10 +317,14 @@ fn run_in(
     let nofile = clamp_rlimit(libc::RLIMIT_NOFILE, cfg.limits.nofile);
     let nproc = clamp_rlimit(libc::RLIMIT_NPROC, cfg.limits.nproc);
     if nofile < cfg.limits.nofile {
-        warnings.push(format!("nofile rlimit lowered to {nofile} (cbrun's own hard limit)"));
+        warnings.push(format!(
+            "nofile rlimit lowered to {nofile} (cbrun's own hard limit)"
+        ));
     }
     if nproc < cfg.limits.nproc {
-        warnings.push(format!("nproc rlimit lowered to {nproc} (cbrun's own hard limit)"));
+        warnings.push(format!(
+            "nproc rlimit lowered to {nproc} (cbrun's own hard limit)"
+        ));
     }
     let spec = spec::build(&SpecInputs {
         config: cfg,
@@ -296,6 +348,7 @@ fn run_in(
     let executor = SandboxExecutor {
         seccomp: seccomp.clone(),
         lo_up: cfg.network == NetworkPolicy::None,
+        nested_user: ids.nested,
     };
     let lc_root = rd.path.join("lc");
     fs::create_dir(&lc_root).map_err(|source| RunError::File {
@@ -317,7 +370,8 @@ fn run_in(
     // cbrun steps into the sandbox's cgroup so that what it forks is born
     // there, and steps out once the sandbox exists.
     if let Some(cg) = &cg {
-        cg.join_self().map_err(|e| RunError::Setup(format!("joining cgroup: {e}")))?;
+        cg.join_self()
+            .map_err(|e| RunError::Setup(format!("joining cgroup: {e}")))?;
     }
     let built = builder
         .as_init(&bundle)
@@ -347,7 +401,11 @@ fn run_in(
         }
         _ => None,
     };
-    let via = if host.cgroups.uses_v1() { "cgroup v1" } else { "cgroup v2" };
+    let via = if host.cgroups.uses_v1() {
+        "cgroup v1"
+    } else {
+        "cgroup v2"
+    };
     let limits = Limits::from_readback(
         cg.as_ref().map(|_| host.delegation.base.join(&rd.id)),
         via,
@@ -412,7 +470,10 @@ fn run_in(
         timed_out: waited.timed_out,
         interrupted: waited.interrupted_by.is_some(),
         oom_killed,
-        pids_limit_hit: usage.as_ref().map(|u| u.pids_limit_hits > 0).unwrap_or(false),
+        pids_limit_hit: usage
+            .as_ref()
+            .map(|u| u.pids_limit_hits > 0)
+            .unwrap_or(false),
         wall_ms,
         setup_ms,
         peak_memory_bytes: usage.as_ref().and_then(|u| u.peak_memory_bytes),
@@ -435,7 +496,7 @@ fn run_in(
             seccomp_rules: seccomp.as_ref().map(|s| s.describe()).unwrap_or_default(),
             capabilities: "none (bounding, effective, permitted, inheritable, ambient all empty)",
             no_new_privs: true,
-            id_mapping: ids,
+            id_mapping: host_ids,
             dies_with_cbrun: true,
         },
         limits,
@@ -522,7 +583,10 @@ fn readback_mismatch(cfg: &SandboxConfig, rb: &Readback) -> Option<String> {
     if let Some(m) = cfg.limits.memory {
         match rb.memory_bytes {
             Some(v) if v.abs_diff(m.0) < 65536 => {}
-            other => bad.push(format!("memory limit reads back as {other:?}, asked {}", m.0)),
+            other => bad.push(format!(
+                "memory limit reads back as {other:?}, asked {}",
+                m.0
+            )),
         }
     }
     if let Some(p) = cfg.limits.pids {
@@ -684,6 +748,9 @@ fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
 /// `CBRUN_TIMING=1` prints phase times to stderr (for profiling start-up).
 fn phase(name: &str, t0: Instant) {
     if std::env::var_os("CBRUN_TIMING").is_some() {
-        eprintln!("cbrun: timing: {name}: {:.2} ms", t0.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "cbrun: timing: {name}: {:.2} ms",
+            t0.elapsed().as_secs_f64() * 1e3
+        );
     }
 }

@@ -477,21 +477,7 @@ impl SeccompProgram {
             if len == 0 {
                 return Err(SeccompError::Empty);
             }
-            let prog = libc::sock_fprog {
-                len,
-                // The kernel copies the program and never writes through it.
-                filter: filter.as_ptr().cast_mut(),
-            };
-            // SAFETY: `prog` points at a live, correctly sized instruction
-            // array for the duration of the call; the kernel copies it.
-            let rc = unsafe {
-                libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    0 as libc::c_uint,
-                    &prog as *const libc::sock_fprog,
-                )
-            };
+            let rc = install_raw(filter, len);
             if rc != 0 {
                 return Err(SeccompError::Install {
                     index,
@@ -506,6 +492,26 @@ impl SeccompProgram {
     /// Names of denied syscalls / rules, for the run's outcome record.
     pub fn describe(&self) -> Vec<String> {
         self.rules.clone()
+    }
+}
+
+/// One `seccomp(SECCOMP_SET_MODE_FILTER)` call for `filter[..len]`;
+/// returns the syscall's result (0, or -1 with errno set).
+pub(crate) fn install_raw(filter: &[libc::sock_filter], len: u16) -> libc::c_long {
+    let prog = libc::sock_fprog {
+        len,
+        // The kernel copies the program and never writes through it.
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: `prog` points at a live, correctly sized instruction array for
+    // the duration of the call; the kernel copies it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0 as libc::c_uint,
+            &prog as *const libc::sock_fprog,
+        )
     }
 }
 

@@ -50,7 +50,8 @@ pub struct SpecInputs<'a> {
 
 pub fn build(inp: &SpecInputs) -> Result<Spec, SpecError> {
     let cfg = inp.config;
-    let (uid, gid) = inp.ids.inside();
+    let (uid, _) = inp.ids.inside();
+    let (spec_uid, spec_gid) = inp.ids.spec_user();
     let mut env: Vec<String> = vec![
         format!("PATH={DEFAULT_PATH}"),
         format!("HOME={}", if uid == 0 { "/root" } else { "/tmp" }),
@@ -60,9 +61,16 @@ pub fn build(inp: &SpecInputs) -> Result<Spec, SpecError> {
         env.push(format!("{}={}", v.key, v.value));
     }
 
-    // Kept only until our executor has brought `lo` up; it then empties
+    // Kept only for the executor's last steps (bring `lo` up; map the
+    // sandbox's root into a nested user namespace for `--user`, which the
+    // kernel allows only to a process that held CAP_SETFCAP); it empties
     // every set before exec.
-    let kept: HashSet<Capability> = [Capability::NetAdmin, Capability::Setpcap].into();
+    let kept: HashSet<Capability> = [
+        Capability::NetAdmin,
+        Capability::Setpcap,
+        Capability::Setfcap,
+    ]
+    .into();
     let caps = LinuxCapabilitiesBuilder::default()
         .bounding(kept.clone())
         .effective(kept.clone())
@@ -88,7 +96,13 @@ pub fn build(inp: &SpecInputs) -> Result<Spec, SpecError> {
 
     let process = ProcessBuilder::default()
         .terminal(false)
-        .user(UserBuilder::default().uid(uid).gid(gid).build().map_err(e)?)
+        .user(
+            UserBuilder::default()
+                .uid(spec_uid)
+                .gid(spec_gid)
+                .build()
+                .map_err(e)?,
+        )
         .args(cfg.command.clone())
         .env(env)
         .cwd(cfg.workdir.clone())
@@ -100,14 +114,30 @@ pub fn build(inp: &SpecInputs) -> Result<Spec, SpecError> {
 
     let mut mounts = vec![
         mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"])?,
-        mount("/dev", "tmpfs", "tmpfs", &["nosuid", "strictatime", "mode=755", "size=65536k"])?,
+        mount(
+            "/dev",
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "strictatime", "mode=755", "size=65536k"],
+        )?,
         mount(
             "/dev/pts",
             "devpts",
             "devpts",
-            &["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"],
+            &[
+                "nosuid",
+                "noexec",
+                "newinstance",
+                "ptmxmode=0666",
+                "mode=0620",
+            ],
         )?,
-        mount("/dev/shm", "tmpfs", "shm", &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"])?,
+        mount(
+            "/dev/shm",
+            "tmpfs",
+            "shm",
+            &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+        )?,
         mount("/tmp", "tmpfs", "tmpfs", &["nosuid", "nodev", "mode=1777"])?,
     ];
     // No /sys at all: nothing in a benchmark sandbox needs it, and a fresh

@@ -87,6 +87,14 @@ fn ensure_dir(dir: &Path, mode: u32) -> Result<(), StateError> {
     Ok(())
 }
 
+/// Run ids (and so cgroup names) carry a tag of their state root, so that
+/// gc never takes the cgroup of a run kept under another state root for an
+/// orphan.
+pub fn run_prefix(root: &Path) -> String {
+    let tag = super::rootfs::fnv1a(root.as_os_str().as_encoded_bytes()) & 0xffff;
+    format!("{}{tag:04x}-", super::cgroups::RUN_ID_PREFIX)
+}
+
 /// What a run records about itself, for `gc` to undo after a crash.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct OwnerRecord {
@@ -121,7 +129,7 @@ impl RunDir {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.subsec_nanos())
                 .unwrap_or(0);
-            let id = format!("cb{pid:x}-{nanos:08x}{attempt:x}");
+            let id = format!("{}{pid:x}-{nanos:08x}{attempt:x}", run_prefix(root));
             let path = runs.join(&id);
             match fs::DirBuilder::new().mode(0o711).create(&path) {
                 Ok(()) => {}
@@ -182,7 +190,9 @@ impl RunDir {
 /// What one gc pass did.
 #[derive(Debug, Default, Serialize)]
 pub struct GcReport {
+    pub live_runs: usize,
     pub removed_runs: Vec<String>,
+    pub removed_scaffolds: bool,
     pub killed_processes: usize,
     pub removed_cgroups: usize,
     pub errors: Vec<String>,
@@ -190,14 +200,13 @@ pub struct GcReport {
 
 /// Remove every run under `root` whose owner is gone: kill what is left of
 /// its sandbox, remove its cgroup and its directory.
-pub fn gc(root: &Path, cgroups: Option<&CgroupRoots>) -> GcReport {
+pub fn gc(root: &Path, cgroups: Option<&CgroupRoots>, orphans: bool) -> GcReport {
     let mut report = GcReport::default();
     let runs = root.join("runs");
-    let entries = match fs::read_dir(&runs) {
-        Ok(e) => e,
-        Err(_) => return report,
-    };
-    for entry in entries.flatten() {
+    let entries: Vec<fs::DirEntry> = fs::read_dir(&runs)
+        .map(|rd| rd.flatten().collect())
+        .unwrap_or_default();
+    for entry in entries {
         let path = entry.path();
         let owner_path = path.join("owner");
         let owner = match File::open(&owner_path) {
@@ -216,7 +225,8 @@ pub fn gc(root: &Path, cgroups: Option<&CgroupRoots>) -> GcReport {
             }
         };
         if unsafe { libc::flock(owner.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            continue; // live
+            report.live_runs += 1;
+            continue;
         }
         let record: OwnerRecord = fs::read(&owner_path)
             .ok()
@@ -225,7 +235,12 @@ pub fn gc(root: &Path, cgroups: Option<&CgroupRoots>) -> GcReport {
         if let (Some(pid), Some(ns)) = (record.init_pid, record.pidns) {
             if pidns_inode(pid) == Some(ns) {
                 // Killing the namespace's init kills every process in it.
-                if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL).is_ok() {
+                if nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::SIGKILL,
+                )
+                .is_ok()
+                {
                     report.killed_processes += 1;
                 }
             }
@@ -241,14 +256,52 @@ pub fn gc(root: &Path, cgroups: Option<&CgroupRoots>) -> GcReport {
         reap_dir(&path, &mut report);
         drop(owner);
     }
+    // Cgroups whose run directory is gone: a run makes its directory before
+    // its cgroup and removes it after, so these are orphans (left by a
+    // crash between the two). Only an explicit `cbrun gc` looks: it costs a
+    // directory scan per hierarchy.
+    if let Some(roots) = cgroups.filter(|_| orphans) {
+        let prefix = run_prefix(root);
+        for name in roots
+            .sandbox_names()
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix))
+        {
+            if runs.join(&name).exists() {
+                continue;
+            }
+            let cg = roots.existing(&name);
+            report.killed_processes += cg.kill_all();
+            match cg.remove(roots) {
+                Ok(n) => report.removed_cgroups += n,
+                Err(e) => report.errors.push(e.to_string()),
+            }
+        }
+    }
     report
+}
+
+/// `cbrun gc` also drops the shared scaffolds, but only when no run is
+/// live (a starting run may be about to use one).
+pub fn gc_scaffolds(root: &Path, report: &mut GcReport) {
+    if report.live_runs > 0 {
+        return;
+    }
+    let dir = root.join("scaffolds");
+    match fs::remove_dir_all(&dir) {
+        Ok(()) => report.removed_scaffolds = true,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => report.errors.push(format!("{}: {e}", dir.display())),
+    }
 }
 
 fn reap_dir(path: &Path, report: &mut GcReport) {
     match fs::remove_dir_all(path) {
-        Ok(()) => report
-            .removed_runs
-            .push(path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
+        Ok(()) => report.removed_runs.push(
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        ),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => report.errors.push(format!("{}: {e}", path.display())),
     }
@@ -265,5 +318,7 @@ fn is_stale(path: &Path) -> bool {
 
 /// Inode of `pid`'s pid namespace (for its children), if readable.
 pub fn pidns_inode(pid: i32) -> Option<u64> {
-    fs::metadata(format!("/proc/{pid}/ns/pid")).ok().map(|m| m.ino())
+    fs::metadata(format!("/proc/{pid}/ns/pid"))
+        .ok()
+        .map(|m| m.ino())
 }
