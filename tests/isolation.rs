@@ -560,3 +560,53 @@ fn seccomp_off_is_loud_delegated_user() {
 fn seccomp_off_is_loud_undelegated_user() {
     seccomp_off(Who::Undelegated);
 }
+
+// ------------------------------------------------------------ --rootfs DIR
+
+/// A directory as `/`: a busybox-only rootfs owned by the user cbrun runs
+/// as. The sandbox sees that tree, not the host's, and cannot write to it.
+fn rootfs_dir(who: Who) {
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .expect("busybox-static must be installed (.ci/run installs it)");
+    let ctx = Ctx::new(who, "rootfsdir");
+    let root = ctx.dir.join("rootfs");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::copy(busybox, root.join("bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", root.join("bin/sh")).unwrap();
+    std::fs::write(root.join("marker"), "rootfs-dir-marker\n").unwrap();
+    for p in [root.clone(), root.join("bin"), root.join("bin/busybox"), root.join("marker")] {
+        std::os::unix::fs::lchown(&p, Some(who.uid()), Some(who.uid())).unwrap();
+    }
+    let root_s = root.to_str().unwrap();
+    let r = ctx.run(
+        &["--rootfs", root_s],
+        &[
+            "/bin/busybox",
+            "sh",
+            "-c",
+            "cat /marker; ls /usr/bin/python3 2>/dev/null && echo HOST-VISIBLE; \
+             /bin/busybox touch /written 2>/dev/null && echo WROTE-ROOT; \
+             /bin/busybox touch /tmp/ok && echo tmp-ok",
+        ],
+    );
+    r.assert_code(0, "busybox rootfs run");
+    assert!(r.stdout.contains("rootfs-dir-marker"), "the rootfs dir is not `/`\n{}", r.show());
+    assert!(!r.stdout.contains("HOST-VISIBLE"), "attack: host /usr visible with --rootfs DIR\n{}", r.show());
+    assert!(!r.stdout.contains("WROTE-ROOT"), "attack: wrote to a --rootfs DIR `/`\n{}", r.show());
+    assert!(r.stdout.contains("tmp-ok"), "/tmp must be writable\n{}", r.show());
+    assert!(!root.join("written").exists(), "attack: a write reached the rootfs dir on the host");
+    ctx.assert_clean("--rootfs DIR");
+}
+
+#[test]
+fn rootfs_dir_root() {
+    rootfs_dir(Who::Root);
+}
+
+#[test]
+fn rootfs_dir_undelegated_user() {
+    rootfs_dir(Who::Undelegated);
+}
