@@ -577,7 +577,12 @@ fn rootfs_dir(who: Who) {
     std::fs::copy(busybox, root.join("bin/busybox")).unwrap();
     std::os::unix::fs::symlink("busybox", root.join("bin/sh")).unwrap();
     std::fs::write(root.join("marker"), "rootfs-dir-marker\n").unwrap();
-    for p in [root.clone(), root.join("bin"), root.join("bin/busybox"), root.join("marker")] {
+    for p in [
+        root.clone(),
+        root.join("bin"),
+        root.join("bin/busybox"),
+        root.join("marker"),
+    ] {
         std::os::unix::fs::lchown(&p, Some(who.uid()), Some(who.uid())).unwrap();
     }
     let root_s = root.to_str().unwrap();
@@ -593,11 +598,30 @@ fn rootfs_dir(who: Who) {
         ],
     );
     r.assert_code(0, "busybox rootfs run");
-    assert!(r.stdout.contains("rootfs-dir-marker"), "the rootfs dir is not `/`\n{}", r.show());
-    assert!(!r.stdout.contains("HOST-VISIBLE"), "attack: host /usr visible with --rootfs DIR\n{}", r.show());
-    assert!(!r.stdout.contains("WROTE-ROOT"), "attack: wrote to a --rootfs DIR `/`\n{}", r.show());
-    assert!(r.stdout.contains("tmp-ok"), "/tmp must be writable\n{}", r.show());
-    assert!(!root.join("written").exists(), "attack: a write reached the rootfs dir on the host");
+    assert!(
+        r.stdout.contains("rootfs-dir-marker"),
+        "the rootfs dir is not `/`\n{}",
+        r.show()
+    );
+    assert!(
+        !r.stdout.contains("HOST-VISIBLE"),
+        "attack: host /usr visible with --rootfs DIR\n{}",
+        r.show()
+    );
+    assert!(
+        !r.stdout.contains("WROTE-ROOT"),
+        "attack: wrote to a --rootfs DIR `/`\n{}",
+        r.show()
+    );
+    assert!(
+        r.stdout.contains("tmp-ok"),
+        "/tmp must be writable\n{}",
+        r.show()
+    );
+    assert!(
+        !root.join("written").exists(),
+        "attack: a write reached the rootfs dir on the host"
+    );
     ctx.assert_clean("--rootfs DIR");
 }
 

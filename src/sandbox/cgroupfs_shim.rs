@@ -134,7 +134,16 @@ pub fn prepare_run(host: &CgroupHost, kind: ShimKind, rel: &Path) -> Result<(), 
                 fill_cpuset(&dir)?;
             }
         }
-        fs::write(dir.join("cgroup.procs"), "").map_err(se("scratch cgroup.procs"))?;
+        // libcontainer writes its intermediate's pid here and, after a
+        // failed build, kills every pid it reads back: a link to /dev/null
+        // takes the write and gives nothing back, so a stale (possibly
+        // reused) pid can never be killed.
+        let procs = dir.join("cgroup.procs");
+        match std::os::unix::fs::symlink("/dev/null", &procs) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(se("scratch cgroup.procs")(e)),
+        }
     }
     Ok(())
 }

@@ -45,6 +45,24 @@ pub struct PreparedRoot {
     pub binds: Vec<BindMount>,
 }
 
+impl PreparedRoot {
+    /// Where a path inside the sandbox lives on the host, as far as the
+    /// mounts tell (the last bind covering it wins, as in the mount table).
+    pub fn host_path_of(&self, inside: &Path) -> PathBuf {
+        for b in self.binds.iter().rev() {
+            if let Ok(rest) = inside.strip_prefix(&b.dst) {
+                return b.src.join(rest);
+            }
+        }
+        for (host, dst) in &self.system_binds {
+            if let Ok(rest) = inside.strip_prefix(dst) {
+                return host.join(rest);
+            }
+        }
+        self.path.join(inside.strip_prefix("/").unwrap_or(inside))
+    }
+}
+
 pub fn prepare(
     source: &RootfsSource,
     scaffolds: &Path,

@@ -296,6 +296,16 @@ fn run_in(
     }
 
     let root = rootfs::prepare(&cfg.rootfs, &host.state_root.join("scaffolds"), &cfg.binds)?;
+    // libcontainer reports a bad working directory only as a failed
+    // syscall; check it here, against what the sandbox will see.
+    if !matches!(cfg.workdir.to_str(), Some("/" | "/tmp" | "/proc" | "/dev"))
+        && !root.host_path_of(&cfg.workdir).is_dir()
+    {
+        return Err(RunError::Setup(format!(
+            "--workdir {}: no such directory inside the sandbox",
+            cfg.workdir.display()
+        )));
+    }
     let ids = idmap::plan(&mapping, cfg.user);
     // What the record shows is the mapping onto host ids: inside cbrun's own
     // user namespace the sandbox maps onto that namespace's single id.
@@ -610,6 +620,11 @@ fn classify_build_error(e: &libcontainer::error::LibcontainerError) -> RunError 
         chain.push_str(": ");
         chain.push_str(&s.to_string());
         src = s.source();
+    }
+    // libcontainer appends its own cleanup of the scratch cgroup view,
+    // which says nothing about the user's problem.
+    if let Some(i) = chain.find(". error during cleanup:") {
+        chain.truncate(i);
     }
     if let Some(i) = chain.find("command not found inside the sandbox") {
         return RunError::CommandNotFound(chain[i..].to_owned());
