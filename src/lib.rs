@@ -2,6 +2,7 @@
 //! coding-agent benchmarks.
 
 pub mod admin;
+pub mod case;
 pub mod doctor;
 pub mod host;
 pub mod sandbox;

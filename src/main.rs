@@ -34,6 +34,9 @@ enum Cmd {
     /// Run commands in sandboxes.
     #[command(subcommand)]
     Sandbox(Box<SandboxCmd>),
+    /// Work with benchmark cases (the published task-package format).
+    #[command(subcommand)]
+    Case(CaseCmd),
     /// Say what this host lets cbrun enforce for the current user.
     Doctor {
         #[arg(long)]
@@ -46,6 +49,16 @@ enum Cmd {
     Gc {
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum CaseCmd {
+    /// Validate case folders: layout, every schema, cross-file rules,
+    /// controls, leaks of hidden tests into public docs.
+    Check {
+        #[arg(required = true, value_name = "CASE")]
+        cases: Vec<PathBuf>,
     },
 }
 
@@ -111,6 +124,10 @@ struct RunArgs {
     stdout: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
     stderr: Option<PathBuf>,
+    /// Run a minimal init as pid 1 (reaps orphans, forwards signals) and the
+    /// command as pid 2; for long-running commands that leave orphans.
+    #[arg(long)]
+    init: bool,
     /// Write the run's outcome (JSON) here.
     #[arg(long, value_name = "FILE")]
     outcome: Option<PathBuf>,
@@ -168,6 +185,7 @@ fn to_config(a: RunArgs) -> Result<(SandboxConfig, Option<PathBuf>)> {
     cfg.kill_grace = secs("--kill-grace", a.kill_grace)?;
     cfg.stdout = a.stdout.map(Stdio::File).unwrap_or(Stdio::Inherit);
     cfg.stderr = a.stderr.map(Stdio::File).unwrap_or(Stdio::Inherit);
+    cfg.init = a.init;
     Ok((cfg, a.outcome))
 }
 
@@ -255,6 +273,29 @@ fn sandbox_run(a: RunArgs) -> Result<i32> {
     }
 }
 
+/// One line per problem (`file: field: reason`); exit 1 on any error.
+fn case_check(cases: &[PathBuf]) -> Result<i32> {
+    let mut errors = 0;
+    for dir in cases {
+        // `cbrun case check cases/*` also matches files such as README.md.
+        if dir.is_file() {
+            eprintln!("warning: {}: not a case folder, skipped", dir.display());
+            continue;
+        }
+        let problems = cbrun::case::check(dir);
+        for p in &problems {
+            let kind = if p.is_error() { "error" } else { "warning" };
+            eprintln!("{kind}: {p}");
+        }
+        let n = problems.iter().filter(|p| p.is_error()).count();
+        errors += n;
+        if n == 0 {
+            println!("ok: {}", dir.display());
+        }
+    }
+    Ok(if errors == 0 { 0 } else { 1 })
+}
+
 fn gc(json: bool) -> Result<i32> {
     let host = HostView::detect();
     let mut report = state::gc(&host.state_root, host.roots.as_deref(), true);
@@ -313,6 +354,7 @@ fn real_main() -> ExitCode {
             SandboxCmd::Run(a) => sandbox_run(a),
         },
         Cmd::Gc { json } => gc(json),
+        Cmd::Case(CaseCmd::Check { cases }) => case_check(&cases),
         Cmd::Doctor { json } => cbrun::doctor::run(json).map_err(Into::into),
         Cmd::Admin(a) => cbrun::admin::run(a).map_err(Into::into),
     };

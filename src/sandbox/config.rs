@@ -301,6 +301,8 @@ pub struct SandboxConfig {
     pub kill_grace: Duration,
     pub stdout: Stdio,
     pub stderr: Stdio,
+    /// Run a reaping init as pid 1 and the command as pid 2.
+    pub init: bool,
     pub command: Vec<String>,
 }
 
@@ -321,6 +323,7 @@ impl SandboxConfig {
             kill_grace: Duration::from_secs(2),
             stdout: Stdio::Inherit,
             stderr: Stdio::Inherit,
+            init: false,
             command,
         }
     }

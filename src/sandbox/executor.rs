@@ -29,6 +29,8 @@ pub struct SandboxExecutor {
     pub lo_up: bool,
     /// Enter a nested user namespace as this (uid, gid) (single-id hosts).
     pub nested_user: Option<(u32, u32)>,
+    /// Stay as pid 1 (reaper, signal forwarder) and run the command as pid 2.
+    pub init: bool,
 }
 
 impl Executor for SandboxExecutor {
@@ -97,6 +99,9 @@ impl SandboxExecutor {
         if let Some(prog) = &self.seccomp {
             prog.install()
                 .map_err(|e| ExecutorError::Other(format!("installing seccomp filter: {e}")))?;
+        }
+        if self.init {
+            super::init::run_as_init(&c_path, &c_args);
         }
         // cbrun blocks its stop-signals; the command must not inherit that.
         let _ = nix::sys::signal::SigSet::empty().thread_set_mask();

@@ -6,6 +6,7 @@ pub mod cgroups;
 pub mod config;
 pub mod executor;
 pub mod idmap;
+pub mod init;
 pub mod outcome;
 pub mod rootfs;
 pub mod run;

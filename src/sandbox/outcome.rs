@@ -59,6 +59,8 @@ pub struct Isolation {
     pub no_new_privs: bool,
     pub id_mapping: IdPlan,
     pub dies_with_cbrun: bool,
+    /// cbrun's reaping init is pid 1 and the command pid 2 (`--init`).
+    pub init: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

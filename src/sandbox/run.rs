@@ -359,6 +359,7 @@ fn run_in(
         seccomp: seccomp.clone(),
         lo_up: cfg.network == NetworkPolicy::None,
         nested_user: ids.nested,
+        init: cfg.init,
     };
     let lc_root = rd.path.join("lc");
     fs::create_dir(&lc_root).map_err(|source| RunError::File {
@@ -457,6 +458,10 @@ fn run_in(
     phase("torn down", t0);
 
     let (exit_code, signal) = match waited.status {
+        // cbrun's init reports a command killed by signal N as 128+N.
+        WaitStatus::Exited(_, c) if cfg.init && (129..=128 + 64).contains(&c) => {
+            (Some(c), Some(c - 128))
+        }
         WaitStatus::Exited(_, c) => (Some(c), None),
         WaitStatus::Signaled(_, s, _) => (None, Some(s as i32)),
         _ => (None, None),
@@ -468,6 +473,8 @@ fn run_in(
         128 + sig
     } else if let Some(c) = exit_code {
         c
+    } else if let Some(sig) = signal {
+        128 + sig
     } else {
         128 + signal.unwrap_or(9)
     };
@@ -508,6 +515,7 @@ fn run_in(
             no_new_privs: true,
             id_mapping: host_ids,
             dies_with_cbrun: true,
+            init: cfg.init,
         },
         limits,
         warnings: warnings.clone(),

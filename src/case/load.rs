@@ -1,0 +1,99 @@
+//! A checked case folder as typed data, for the trial runner and the judge.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::check::inspect;
+use super::problem::Problem;
+use super::schema::{CaseId, Denylist, Expect, Manifest, Recipe, Resources, TestManifest};
+
+/// The documents the agent sees.
+#[derive(Debug, Clone)]
+pub struct PublicDocs {
+    pub full_prd: PathBuf,
+    pub interface_contract: PathBuf,
+    pub hardware_requirements: Option<PathBuf>,
+}
+
+/// `controls/<name>/`: a workspace and its expected result.
+#[derive(Debug, Clone)]
+pub struct Control {
+    pub name: String,
+    pub app_dir: PathBuf,
+    pub expect: Expect,
+}
+
+/// A case folder that passed [`check`](super::check) without errors.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub id: CaseId,
+    /// The case folder, canonicalised.
+    pub dir: PathBuf,
+    pub public: PublicDocs,
+    pub manifest: Manifest,
+    pub recipe: Recipe,
+    pub denylist: Denylist,
+    pub test_manifest: TestManifest,
+    pub resources: Option<Resources>,
+    pub controls: Vec<Control>,
+    /// `milestones/final/`: what the judge mounts at `/tests/final`.
+    pub final_dir: PathBuf,
+    /// `milestones/final/tests/run_acceptance.sh`, when present.
+    pub acceptance_script: Option<PathBuf>,
+    /// Warnings found while checking.
+    pub warnings: Vec<Problem>,
+}
+
+impl Case {
+    /// The judge budget (see [`Manifest::judge_timeout`]).
+    pub fn judge_timeout(&self) -> Duration {
+        self.manifest.judge_timeout(&self.test_manifest)
+    }
+
+    /// The judge's test command with the hidden tests at `tests_root`:
+    /// the test manifest's template, else the runner's, else the frozen
+    /// `test_command`.
+    pub fn judge_command(&self, tests_root: &str) -> String {
+        let tm = &self.test_manifest;
+        let template = [
+            &tm.test_command_template,
+            &self.manifest.runner.test_command_template,
+        ]
+        .into_iter()
+        .find(|t| !t.trim().is_empty());
+        match template {
+            Some(t) => tm.expand_command(t, tests_root),
+            None => tm.test_command.clone(),
+        }
+    }
+}
+
+/// Why a case folder cannot be loaded. Displays as one line naming the
+/// first error's file and field.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    #[error("{}", summary(.errors))]
+    Invalid {
+        /// Every error found (at least one).
+        errors: Vec<Problem>,
+    },
+}
+
+fn summary(errors: &[Problem]) -> String {
+    match errors {
+        [] => "invalid case".to_string(),
+        [one] => one.to_string(),
+        [first, rest @ ..] => format!("{first} (and {} more errors)", rest.len()),
+    }
+}
+
+/// Loads a case folder; fails on the first [`check`](super::check) error.
+pub fn load(case_dir: &Path) -> Result<Case, CaseError> {
+    let ins = inspect(case_dir);
+    match ins.case {
+        Some(case) => Ok(case),
+        None => Err(CaseError::Invalid {
+            errors: ins.problems.into_iter().filter(Problem::is_error).collect(),
+        }),
+    }
+}
