@@ -386,7 +386,9 @@ pub fn guarantees(r: &Report) -> Vec<Guarantee> {
                 MappingKind::SingleId => {
                     "single-id mapping: the requested uid is mapped to you; other ids show as nobody".to_owned()
                 }
-                MappingKind::Ranges { .. } => "any uid within your subordinate ranges".to_owned(),
+                // cbrun runs libcontainer inside a user namespace of its own
+                // when not root, where only one id exists.
+                MappingKind::Ranges { .. } => "ranges found, but sandboxes map one id: the requested uid is mapped to you (nested user namespace); other ids show as nobody".to_owned(),
                 MappingKind::RootRange { len, .. } => format!("any uid below {len}, all unprivileged on the host"),
             }
         },
