@@ -305,3 +305,43 @@ fn state_roots_do_not_collect_each_others_live_runs() {
     );
     ctx.assert_clean("two state roots");
 }
+
+// ------------------------------------------------- failed builds kill nothing
+
+/// libcontainer kills every pid of the cgroup it was given when a build
+/// fails. Whatever cbrun gives it, a failed sandbox setup must not reach a
+/// process outside the sandbox: a host process started by the test must
+/// survive builds that fail inside libcontainer.
+fn failed_build_spares_host(who: Who) {
+    let ctx = Ctx::new(who, "failbuild");
+    let mut canary = std::process::Command::new("sleep")
+        .arg("120")
+        .spawn()
+        .expect("starting the canary");
+    for cmd in [&["no-such-command-xyz"][..], &["/etc/hostname"][..]] {
+        let r = ctx.run(&[], cmd);
+        assert!(
+            matches!(r.code, Some(126) | Some(127)),
+            "a failing command lookup must fail the run\n{}",
+            r.show()
+        );
+    }
+    let alive = canary.try_wait().map(|s| s.is_none()).unwrap_or(false);
+    let _ = canary.kill();
+    let _ = canary.wait();
+    assert!(
+        alive,
+        "attack: a failed sandbox build killed a process outside the sandbox"
+    );
+    ctx.assert_clean("failed builds");
+}
+
+#[test]
+fn failed_build_spares_host_root() {
+    failed_build_spares_host(Who::Root);
+}
+
+#[test]
+fn failed_build_spares_host_undelegated_user() {
+    failed_build_spares_host(Who::Undelegated);
+}
