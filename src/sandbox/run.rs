@@ -218,7 +218,6 @@ pub fn run(cfg: &SandboxConfig, host: &HostView) -> Result<Outcome, RunError> {
         host,
         &mut rd,
         &sfd,
-        cgroup_ok,
         why_no_cgroup.as_deref(),
         &mut warnings,
         t0,
@@ -250,13 +249,11 @@ fn stop_sigset() -> SigSet {
     s
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_in(
     cfg: &SandboxConfig,
     host: &HostView,
     rd: &mut RunDir,
     sfd: &SignalFd,
-    cgroup_ok: bool,
     why_no_cgroup: Option<&str>,
     warnings: &mut Vec<String>,
     t0: Instant,
@@ -434,7 +431,6 @@ fn run_in(
             warnings.push(problem);
         }
     }
-    let _ = cgroup_ok;
     for w in warnings.iter() {
         eprintln!("cbrun: warning: {w}");
     }
