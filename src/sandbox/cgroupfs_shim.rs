@@ -69,10 +69,7 @@ pub fn ensure(host: &CgroupHost) -> Result<ShimKind, ShimError> {
 fn enter(host: &CgroupHost) -> Result<ShimKind, ShimError> {
     let uid = nix::unistd::geteuid();
     let gid = nix::unistd::getegid();
-    let real_root = uid.is_root()
-        && fs::read_to_string("/proc/self/uid_map")
-            .map(|s| s.contains("4294967295"))
-            .unwrap_or(false);
+    let real_root = crate::host::userns::is_real_root();
     if real_root {
         unshare(CloneFlags::CLONE_NEWNS).map_err(ne("unshare mount namespace"))?;
     } else {
