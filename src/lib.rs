@@ -2,7 +2,14 @@
 //! coding-agent benchmarks.
 
 pub mod admin;
+pub mod agent;
 pub mod case;
 pub mod doctor;
+pub mod fsutil;
+pub mod guard;
 pub mod host;
+pub mod judge;
+pub mod net;
 pub mod sandbox;
+pub mod scan;
+pub mod trial;

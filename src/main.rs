@@ -1,7 +1,6 @@
 //! cbrun's command line: parse, hand off to the library, map results to
 //! exit codes. Errors are one line, prefixed `cbrun: error:`.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -17,6 +16,8 @@ use cbrun::sandbox::outcome::exit;
 use cbrun::sandbox::run::{self, HostView};
 use cbrun::sandbox::seccomp::SeccompMode;
 use cbrun::sandbox::state;
+
+mod trial_cli;
 
 #[derive(Parser)]
 #[command(
@@ -42,6 +43,15 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run one trial: solve, submission check, import scan, judge, record.
+    Trial(Box<trial_cli::TrialArgs>),
+    /// Run only the solve phase (agent, submission, scan) into a trial folder.
+    Solve(Box<trial_cli::SolveArgs>),
+    /// Judge a stored workspace against a case's hidden tests.
+    Judge(Box<trial_cli::JudgeArgs>),
+    /// Run every control of the cases through the scan and the judge and
+    /// check their expect.json.
+    Validate(trial_cli::ValidateArgs),
     /// One-time host set-up steps that need real root.
     #[command(subcommand)]
     Admin(cbrun::admin::AdminCommand),
@@ -191,24 +201,8 @@ fn to_config(a: RunArgs) -> Result<(SandboxConfig, Option<PathBuf>)> {
 
 /// Write `value` to `path` atomically (temp file + rename).
 fn write_json_atomic(path: &std::path::Path, value: &serde_json::Value) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("outcome"),
-        std::process::id()
-    ));
-    let mut f =
-        std::fs::File::create(&tmp).with_context(|| format!("--outcome {}", tmp.display()))?;
-    serde_json::to_writer_pretty(&mut f, value)?;
-    f.write_all(b"\n")?;
-    f.sync_all().ok();
-    std::fs::rename(&tmp, path).with_context(|| format!("--outcome {}", path.display()))?;
-    Ok(())
+    cbrun::fsutil::write_json_atomic(path, value)
+        .with_context(|| format!("--outcome {}", path.display()))
 }
 
 fn sandbox_run(a: RunArgs) -> Result<i32> {
@@ -354,6 +348,10 @@ fn real_main() -> ExitCode {
             SandboxCmd::Run(a) => sandbox_run(a),
         },
         Cmd::Gc { json } => gc(json),
+        Cmd::Trial(a) => trial_cli::trial(*a),
+        Cmd::Solve(a) => trial_cli::solve(*a),
+        Cmd::Judge(a) => trial_cli::judge(*a),
+        Cmd::Validate(a) => trial_cli::validate(a),
         Cmd::Case(CaseCmd::Check { cases }) => case_check(&cases),
         Cmd::Doctor { json } => cbrun::doctor::run(json).map_err(Into::into),
         Cmd::Admin(a) => cbrun::admin::run(a).map_err(Into::into),

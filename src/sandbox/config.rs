@@ -281,7 +281,10 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stdio {
     Inherit,
+    /// Created or truncated.
     File(PathBuf),
+    /// Appended to (stdout and stderr may share one file this way).
+    Append(PathBuf),
 }
 
 /// Everything one sandbox run needs.

@@ -72,6 +72,8 @@ pub struct Outcome {
     pub timed_out: bool,
     /// cbrun was asked to stop (SIGINT/SIGTERM/SIGHUP) and killed the sandbox.
     pub interrupted: bool,
+    /// A caller's watchdog found the sandbox stalled and cbrun killed it.
+    pub stalled: bool,
     pub oom_killed: bool,
     pub pids_limit_hit: bool,
     pub wall_ms: u64,

@@ -154,8 +154,39 @@ fn mapping_source(info: &IdMapInfo) -> MappingSource {
     }
 }
 
+/// What a caller may do around one sandbox's life.
+pub trait RunHooks {
+    /// The sandbox exists (its namespaces are up), its command has not
+    /// started. An error aborts the run.
+    fn created(&mut self, _init: Pid) -> Result<(), String> {
+        Ok(())
+    }
+    /// How often [`RunHooks::stalled`] is asked; `None` never.
+    fn watch_interval(&self) -> Option<Duration> {
+        None
+    }
+    /// True when the sandbox should be stopped as stalled (it is then
+    /// terminated like a timeout and the outcome says `stalled`).
+    fn stalled(&mut self) -> bool {
+        false
+    }
+}
+
+/// No hooks.
+pub struct NoHooks;
+impl RunHooks for NoHooks {}
+
 /// Run one sandbox to completion and tear it down.
 pub fn run(cfg: &SandboxConfig, host: &HostView) -> Result<Outcome, RunError> {
+    run_with(cfg, host, &mut NoHooks)
+}
+
+/// [`run`] with hooks.
+pub fn run_with(
+    cfg: &SandboxConfig,
+    host: &HostView,
+    hooks: &mut dyn RunHooks,
+) -> Result<Outcome, RunError> {
     let t0 = Instant::now();
     let mut warnings: Vec<String> = Vec::new();
 
@@ -213,14 +244,18 @@ pub fn run(cfg: &SandboxConfig, host: &HostView) -> Result<Outcome, RunError> {
 
     phase("checked", t0);
     let mut rd = RunDir::create(&host.state_root)?;
+    let mut watch = Watch {
+        sfd: &sfd,
+        hooks,
+        t0,
+    };
     let result = run_in(
         cfg,
         host,
         &mut rd,
-        &sfd,
+        &mut watch,
         why_no_cgroup.as_deref(),
         &mut warnings,
-        t0,
     );
     // Teardown happens in run_in; the directory goes last.
     phase("run_in returned", t0);
@@ -241,6 +276,13 @@ pub fn run(cfg: &SandboxConfig, host: &HostView) -> Result<Outcome, RunError> {
     result
 }
 
+/// What a run reacts to while it waits: stop-signals and the caller's hooks.
+struct Watch<'a> {
+    sfd: &'a SignalFd,
+    hooks: &'a mut dyn RunHooks,
+    t0: Instant,
+}
+
 fn stop_sigset() -> SigSet {
     let mut s = SigSet::empty();
     s.add(Signal::SIGINT);
@@ -253,11 +295,11 @@ fn run_in(
     cfg: &SandboxConfig,
     host: &HostView,
     rd: &mut RunDir,
-    sfd: &SignalFd,
+    watch: &mut Watch<'_>,
     why_no_cgroup: Option<&str>,
     warnings: &mut Vec<String>,
-    t0: Instant,
 ) -> Result<Outcome, RunError> {
+    let t0 = watch.t0;
     // The sandbox's real cgroup, made while the host tree is still in view.
     let roots = host.roots.as_deref();
     let cg = match roots {
@@ -368,11 +410,15 @@ fn run_in(
         .with_root_path(&lc_root)
         .map_err(|e| RunError::Setup(e.to_string()))?
         .with_executor(executor);
-    if let Stdio::File(p) = &cfg.stdout {
-        builder = builder.with_stdout(open_out("--stdout", p)?);
+    match &cfg.stdout {
+        Stdio::File(p) => builder = builder.with_stdout(open_out("--stdout", p, false)?),
+        Stdio::Append(p) => builder = builder.with_stdout(open_out("--stdout", p, true)?),
+        Stdio::Inherit => {}
     }
-    if let Stdio::File(p) = &cfg.stderr {
-        builder = builder.with_stderr(open_out("--stderr", p)?);
+    match &cfg.stderr {
+        Stdio::File(p) => builder = builder.with_stderr(open_out("--stderr", p, false)?),
+        Stdio::Append(p) => builder = builder.with_stderr(open_out("--stderr", p, true)?),
+        Stdio::Inherit => {}
     }
 
     // cbrun steps into the sandbox's cgroup so that what it forks is born
@@ -435,12 +481,23 @@ fn run_in(
         eprintln!("cbrun: warning: {w}");
     }
 
+    watch
+        .hooks
+        .created(init)
+        .map_err(|e| RunError::Setup(format!("preparing the sandbox: {e}")))?;
     let setup_ms = t0.elapsed().as_millis() as u64;
     phase("built", t0);
     container
         .start()
         .map_err(|e| RunError::Setup(format!("starting: {e}")))?;
-    let waited = wait_for(init, cfg, sfd, cg.as_ref(), rd.record.pidns);
+    let waited = wait_for(
+        init,
+        cfg,
+        watch.sfd,
+        cg.as_ref(),
+        rd.record.pidns,
+        watch.hooks,
+    );
     phase("exited", t0);
     let usage = match (&cg, roots) {
         (Some(cg), Some(r)) => Some(cg.usage(r)),
@@ -463,7 +520,7 @@ fn run_in(
         _ => (None, None),
     };
     let oom_killed = usage.as_ref().map(|u| u.oom_kills > 0).unwrap_or(false) && signal.is_some();
-    let cbrun_exit = if waited.timed_out {
+    let cbrun_exit = if waited.timed_out || waited.stalled {
         exit::TIMEOUT
     } else if let Some(sig) = waited.interrupted_by {
         128 + sig
@@ -482,6 +539,7 @@ fn run_in(
         signal,
         timed_out: waited.timed_out,
         interrupted: waited.interrupted_by.is_some(),
+        stalled: waited.stalled,
         oom_killed,
         pids_limit_hit: usage
             .as_ref()
@@ -575,11 +633,12 @@ fn clamp_rlimit(res: libc::__rlimit_resource_t, want: u64) -> u64 {
     }
 }
 
-fn open_out(what: &'static str, p: &Path) -> Result<OwnedFd, RunError> {
+fn open_out(what: &'static str, p: &Path, append: bool) -> Result<OwnedFd, RunError> {
     let f: File = OpenOptions::new()
         .create(true)
-        .write(true)
-        .truncate(true)
+        .write(!append)
+        .append(append)
+        .truncate(!append)
         .mode(0o644)
         .custom_flags(libc::O_CLOEXEC)
         .open(p)
@@ -642,6 +701,7 @@ fn classify_build_error(e: &libcontainer::error::LibcontainerError) -> RunError 
 struct Waited {
     status: WaitStatus,
     timed_out: bool,
+    stalled: bool,
     interrupted_by: Option<i32>,
 }
 
@@ -653,18 +713,26 @@ fn wait_for(
     sfd: &SignalFd,
     cg: Option<&SandboxCgroup>,
     pidns: Option<u64>,
+    hooks: &mut dyn RunHooks,
 ) -> Waited {
     let pidfd = pidfd_open(init);
     let deadline = cfg.timeout.map(|t| Instant::now() + t);
+    let watch = hooks.watch_interval();
+    let mut next_watch = watch.map(|w| Instant::now() + w);
     let mut timed_out = false;
+    let mut stalled = false;
     let mut interrupted_by = None;
     let mut kill_at: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        let next = [deadline.filter(|_| kill_at.is_none()), kill_at]
-            .into_iter()
-            .flatten()
-            .min();
+        let next = [
+            deadline.filter(|_| kill_at.is_none()),
+            next_watch.filter(|_| kill_at.is_none()),
+            kill_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let timeout = match next {
             Some(t) if t <= now => PollTimeout::ZERO,
             Some(t) => PollTimeout::try_from((t - now).as_millis().min(60_000) as i32 + 1)
@@ -688,6 +756,7 @@ fn wait_for(
                 return Waited {
                     status,
                     timed_out,
+                    stalled,
                     interrupted_by,
                 }
             }
@@ -695,6 +764,7 @@ fn wait_for(
                 return Waited {
                     status: WaitStatus::StillAlive,
                     timed_out,
+                    stalled,
                     interrupted_by,
                 }
             }
@@ -710,6 +780,16 @@ fn wait_for(
             }
         }
         let now = Instant::now();
+        if let (Some(w), Some(at)) = (watch, next_watch) {
+            if kill_at.is_none() && now >= at {
+                next_watch = Some(now + w);
+                if hooks.stalled() {
+                    stalled = true;
+                    kill_at = Some(now + cfg.kill_grace);
+                    terminate(init, cg, pidns, Signal::SIGTERM);
+                }
+            }
+        }
         if let Some(d) = deadline {
             if kill_at.is_none() && now >= d {
                 timed_out = true;

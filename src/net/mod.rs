@@ -1,0 +1,20 @@
+//! Allowlisted egress for sandboxes (`--net allowlist`).
+//!
+//! The sandbox's network namespace has only `lo`. cbrun creates a listening
+//! socket on the sandbox's loopback ([`netns`]) and serves it from the host
+//! side with an HTTP/HTTPS forward proxy ([`proxy`]) that applies an
+//! [`EgressPolicy`] ([`policy`], with built-in host lists in [`hosts`]) and
+//! records every connection attempt ([`log`]). Inside the sandbox
+//! `HTTP_PROXY`/`HTTPS_PROXY` point at it; any other connection has no
+//! route.
+
+pub mod hosts;
+pub mod log;
+pub mod netns;
+pub mod policy;
+pub mod proxy;
+
+pub use log::{summarize, ConnLog, ConnRecord, LogDecision, NetSummary};
+pub use netns::{listen_in_netns, listen_in_userns_netns};
+pub use policy::{AllowEntry, Decision, EgressPolicy, ParseError, ResolveOverride};
+pub use proxy::{serve, Limits, Proxy};

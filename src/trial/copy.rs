@@ -1,0 +1,1212 @@
+//! Copying an agent's workspace, which is hostile input: for the judge after
+//! the solve sandbox, and for `replay:DIR`.
+//!
+//! The walk is fd-based: every entry is reached with `*at` calls from an
+//! already-open parent directory and opened with `O_NOFOLLOW`, so no symlink
+//! in the source is ever followed, not even one swapped in mid-copy.
+//! Symlinks are recreated as text, hard links as hard links, special files
+//! are dropped and listed. Permission bits and times are kept; setuid, setgid
+//! and sticky bits are not. Content size, entry count and depth are capped.
+//! On any error the partial copy is removed.
+
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, OsStr};
+use std::fs::File;
+use std::io::{self, Read};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Bounds on what a copy may hold; exceeding any is an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyLimits {
+    /// Sum of regular-file sizes (apparent sizes; hard-linked content once).
+    pub max_bytes: u64,
+    /// Entries of any kind below the root (files, links, dirs, dropped
+    /// specials): an empty-directory bomb costs as much as a file bomb.
+    pub max_files: u64,
+    /// Path components below the root (`a/b` is depth 2). Also bounds
+    /// recursion: the copy holds two fds per level.
+    pub max_depth: u32,
+}
+
+impl Default for CopyLimits {
+    fn default() -> Self {
+        CopyLimits {
+            max_bytes: 2 << 30,
+            max_files: 200_000,
+            max_depth: 64,
+        }
+    }
+}
+
+/// What a copy held. Counts are of entries below the root.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CopyReport {
+    /// Regular files copied (first link of each inode).
+    pub files: u64,
+    pub dirs: u64,
+    pub symlinks: u64,
+    /// Extra links to an already-copied inode.
+    pub hardlinks: u64,
+    /// Regular-file bytes copied.
+    pub bytes: u64,
+    /// FIFOs, sockets and devices left out (paths relative to the root).
+    pub dropped_special: Vec<PathBuf>,
+}
+
+/// Owner given to every entry of a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ownership {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Why a copy failed. Paths are relative to the copied root (`.` is the
+/// root itself), except for the root-level errors that name `src` / `dst`.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    #[error(
+        "the workspace holds more than {limit} bytes of file content (limit passed at {path})"
+    )]
+    TooLarge { limit: u64, path: PathBuf },
+    #[error("the workspace holds more than {limit} entries (limit passed at {path})")]
+    TooManyFiles { limit: u64, path: PathBuf },
+    #[error("the workspace is nested more than {limit} levels deep at {path}")]
+    TooDeep { limit: u32, path: PathBuf },
+    #[error("{path} changed while being copied (is something still writing to the workspace?)")]
+    Changed { path: PathBuf },
+    #[error("{path} is not a directory (symlinks are not followed)")]
+    NotADirectory { path: PathBuf },
+    #[error("destination {path} already exists")]
+    DestExists { path: PathBuf },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{cause}; removing the partial copy {path} also failed: {source}")]
+    Cleanup {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+        cause: Box<CopyError>,
+    },
+}
+
+/// Deepest tree `chown_tree` walks (one fd per level).
+const CHOWN_MAX_DEPTH: u32 = 512;
+/// Deeper directories are not looked into by `tree_fingerprint`.
+const FINGERPRINT_MAX_DEPTH: u32 = 256;
+
+/// Copies the tree at `src` to `dst` (which must not exist; its parent
+/// must). See the module docs for what is kept.
+pub fn copy_workspace(
+    src: &Path,
+    dst: &Path,
+    limits: &CopyLimits,
+) -> Result<CopyReport, CopyError> {
+    copy_workspace_owned(src, dst, limits, None)
+}
+
+/// `copy_workspace`, and with `owner` every created entry (symlinks
+/// included) is chowned to it; needs CAP_CHOWN.
+pub fn copy_workspace_owned(
+    src: &Path,
+    dst: &Path,
+    limits: &CopyLimits,
+    owner: Option<Ownership>,
+) -> Result<CopyReport, CopyError> {
+    // The root path is the caller's, but the root itself is refused if it is
+    // a symlink, like every other entry (callers canonicalise user paths).
+    let src_fd = open_path(src, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW).map_err(
+        |e| match e.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => CopyError::NotADirectory {
+                path: src.to_owned(),
+            },
+            _ => CopyError::Io {
+                op: "opening",
+                path: src.to_owned(),
+                source: e,
+            },
+        },
+    )?;
+    let src_st = fstat(src_fd.as_fd()).map_err(|e| CopyError::Io {
+        op: "stat",
+        path: src.to_owned(),
+        source: e,
+    })?;
+    // 0700 while filling; the source root's mode is applied at the end.
+    if let Err(e) = mkdir_path(dst) {
+        return Err(match e.kind() {
+            io::ErrorKind::AlreadyExists => CopyError::DestExists {
+                path: dst.to_owned(),
+            },
+            _ => CopyError::Io {
+                op: "creating",
+                path: dst.to_owned(),
+                source: e,
+            },
+        });
+    }
+    match fill(&src_fd, &src_st, dst, limits, owner) {
+        Ok(report) => Ok(report),
+        Err(cause) => match remove_partial(dst) {
+            Ok(()) => Err(cause),
+            Err(source) => Err(CopyError::Cleanup {
+                path: dst.to_owned(),
+                source,
+                cause: Box::new(cause),
+            }),
+        },
+    }
+}
+
+fn fill(
+    src_fd: &OwnedFd,
+    src_st: &libc::stat,
+    dst: &Path,
+    limits: &CopyLimits,
+    owner: Option<Ownership>,
+) -> Result<CopyReport, CopyError> {
+    let dst_fd =
+        open_path(dst, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW).map_err(|e| {
+            CopyError::Io {
+                op: "opening",
+                path: dst.to_owned(),
+                source: e,
+            }
+        })?;
+    let mut c = Copier {
+        limits,
+        owner,
+        report: CopyReport::default(),
+        entries: 0,
+        first_links: HashMap::new(),
+        dst_root: dst_fd.try_clone().map_err(|e| CopyError::Io {
+            op: "opening",
+            path: dst.to_owned(),
+            source: e,
+        })?,
+    };
+    let root = Path::new("");
+    c.copy_dir(src_fd.as_fd(), dst_fd.as_fd(), root, 0)?;
+    c.finish(dst_fd.as_fd(), src_st, root)?;
+    Ok(c.report)
+}
+
+struct Copier<'a> {
+    limits: &'a CopyLimits,
+    owner: Option<Ownership>,
+    report: CopyReport,
+    entries: u64,
+    /// (dev, ino) of multiply-linked source files -> relative path of their
+    /// copy, the target for later links.
+    first_links: HashMap<(libc::dev_t, libc::ino_t), PathBuf>,
+    dst_root: OwnedFd,
+}
+
+impl Copier<'_> {
+    fn copy_dir(
+        &mut self,
+        src: BorrowedFd,
+        dst: BorrowedFd,
+        rel: &Path,
+        depth: u32,
+    ) -> Result<(), CopyError> {
+        // Listing stops one past the entry budget so a huge directory costs
+        // no more memory than the limit allows.
+        let budget = self
+            .limits
+            .max_files
+            .saturating_sub(self.entries)
+            .saturating_add(1);
+        let (mut names, truncated) = read_names(src, usize::try_from(budget).unwrap_or(usize::MAX))
+            .map_err(|e| src_err("reading directory", rel, e))?;
+        if truncated {
+            return Err(CopyError::TooManyFiles {
+                limit: self.limits.max_files,
+                path: shown(rel),
+            });
+        }
+        // Sorted: the same tree always copies the same way (which link is
+        // "first", which path an error names).
+        names.sort_unstable();
+        for name in names {
+            let child = rel.join(OsStr::from_bytes(name.to_bytes()));
+            self.entries += 1;
+            if self.entries > self.limits.max_files {
+                return Err(CopyError::TooManyFiles {
+                    limit: self.limits.max_files,
+                    path: child,
+                });
+            }
+            if depth + 1 > self.limits.max_depth {
+                return Err(CopyError::TooDeep {
+                    limit: self.limits.max_depth,
+                    path: child,
+                });
+            }
+            let st = lstat_at(src, &name).map_err(|e| src_err("stat", &child, e))?;
+            match st.st_mode & libc::S_IFMT {
+                libc::S_IFDIR => self.copy_subdir(src, dst, &name, &st, &child, depth + 1)?,
+                libc::S_IFREG => self.copy_file(src, dst, &name, &st, &child)?,
+                libc::S_IFLNK => self.copy_symlink(src, dst, &name, &st, &child)?,
+                _ => self.report.dropped_special.push(child),
+            }
+        }
+        Ok(())
+    }
+
+    fn copy_subdir(
+        &mut self,
+        src: BorrowedFd,
+        dst: BorrowedFd,
+        name: &CStr,
+        st: &libc::stat,
+        rel: &Path,
+        depth: u32,
+    ) -> Result<(), CopyError> {
+        let sub = open_at(
+            src,
+            name,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        )
+        .map_err(|e| src_err("opening", rel, e))?;
+        let sub_st = fstat(sub.as_fd()).map_err(|e| io_err("stat", rel, e))?;
+        if !same_inode(st, &sub_st) {
+            return Err(CopyError::Changed {
+                path: rel.to_owned(),
+            });
+        }
+        cvt(unsafe { libc::mkdirat(dst.as_raw_fd(), name.as_ptr(), 0o700) })
+            .map_err(|e| io_err("creating directory", rel, e))?;
+        let dsub = open_at(
+            dst,
+            name,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        )
+        .map_err(|e| io_err("opening the copy of", rel, e))?;
+        self.report.dirs += 1;
+        self.copy_dir(sub.as_fd(), dsub.as_fd(), rel, depth)?;
+        // After the contents: adding entries would move the mtime, and a
+        // read-only mode would stop the filling.
+        self.finish(dsub.as_fd(), &sub_st, rel)
+    }
+
+    fn copy_file(
+        &mut self,
+        src: BorrowedFd,
+        dst: BorrowedFd,
+        name: &CStr,
+        st: &libc::stat,
+        rel: &Path,
+    ) -> Result<(), CopyError> {
+        let key = (st.st_dev, st.st_ino);
+        if st.st_nlink > 1 {
+            if let Some(first) = self.first_links.get(&key) {
+                let first = cpath(first.as_os_str()).map_err(|e| io_err("linking", rel, e))?;
+                cvt(unsafe {
+                    libc::linkat(
+                        self.dst_root.as_raw_fd(),
+                        first.as_ptr(),
+                        dst.as_raw_fd(),
+                        name.as_ptr(),
+                        0,
+                    )
+                })
+                .map_err(|e| io_err("linking", rel, e))?;
+                self.report.hardlinks += 1;
+                return Ok(());
+            }
+        }
+        // TOCTOU policy: the tree should be quiescent (the solve sandbox is
+        // gone), so an entry that vanished or was swapped between the lstat
+        // and the open is an error (`Changed`), not skipped: a copy mixing
+        // two states would be graded as if it were the agent's work.
+        // O_NONBLOCK: opening a FIFO swapped in must not hang.
+        let sfd = open_at(
+            src,
+            name,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+        )
+        .map_err(|e| src_err("opening", rel, e))?;
+        let fst = fstat(sfd.as_fd()).map_err(|e| io_err("stat", rel, e))?;
+        if fst.st_mode & libc::S_IFMT != libc::S_IFREG || !same_inode(st, &fst) {
+            return Err(CopyError::Changed {
+                path: rel.to_owned(),
+            });
+        }
+        let size = fst.st_size as u64;
+        if self.report.bytes.saturating_add(size) > self.limits.max_bytes {
+            return Err(CopyError::TooLarge {
+                limit: self.limits.max_bytes,
+                path: rel.to_owned(),
+            });
+        }
+        let dfd = open_at(
+            dst,
+            name,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
+        )
+        .map_err(|e| io_err("creating", rel, e))?;
+        let sfile = File::from(sfd);
+        let mut dfile = File::from(dfd);
+        // Reading one byte past the size notices a file still growing
+        // without copying more than the budget checked above.
+        let copied = io::copy(&mut (&sfile).take(size.saturating_add(1)), &mut dfile)
+            .map_err(|e| io_err("copying", rel, e))?;
+        if copied != size {
+            return Err(CopyError::Changed {
+                path: rel.to_owned(),
+            });
+        }
+        self.report.bytes += copied;
+        self.report.files += 1;
+        self.finish(dfile.as_fd(), &fst, rel)?;
+        if fst.st_nlink > 1 {
+            self.first_links.insert(key, rel.to_owned());
+        }
+        Ok(())
+    }
+
+    fn copy_symlink(
+        &mut self,
+        src: BorrowedFd,
+        dst: BorrowedFd,
+        name: &CStr,
+        st: &libc::stat,
+        rel: &Path,
+    ) -> Result<(), CopyError> {
+        // The target is only text here; the judge resolves it inside its
+        // own sandbox.
+        let target = readlink_at(src, name).map_err(|e| match e.raw_os_error() {
+            // EINVAL: no longer a symlink.
+            Some(libc::EINVAL) => CopyError::Changed {
+                path: rel.to_owned(),
+            },
+            _ => src_err("reading symlink", rel, e),
+        })?;
+        cvt(unsafe { libc::symlinkat(target.as_ptr(), dst.as_raw_fd(), name.as_ptr()) })
+            .map_err(|e| io_err("creating symlink", rel, e))?;
+        if let Some(o) = self.owner {
+            cvt(unsafe {
+                libc::fchownat(
+                    dst.as_raw_fd(),
+                    name.as_ptr(),
+                    o.uid,
+                    o.gid,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
+            })
+            .map_err(|e| io_err("chown", rel, e))?;
+        }
+        let times = [
+            ts(st.st_atime, st.st_atime_nsec),
+            ts(st.st_mtime, st.st_mtime_nsec),
+        ];
+        cvt(unsafe {
+            libc::utimensat(
+                dst.as_raw_fd(),
+                name.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })
+        .map_err(|e| io_err("setting times of", rel, e))?;
+        self.report.symlinks += 1;
+        Ok(())
+    }
+
+    /// Owner, permission bits (no setuid/setgid/sticky) and times of a
+    /// created file or directory. Chown first: it would clear mode bits.
+    fn finish(&self, fd: BorrowedFd, st: &libc::stat, rel: &Path) -> Result<(), CopyError> {
+        if let Some(o) = self.owner {
+            cvt(unsafe { libc::fchown(fd.as_raw_fd(), o.uid, o.gid) })
+                .map_err(|e| io_err("chown", rel, e))?;
+        }
+        cvt(unsafe { libc::fchmod(fd.as_raw_fd(), st.st_mode & 0o777) })
+            .map_err(|e| io_err("chmod", rel, e))?;
+        let times = [
+            ts(st.st_atime, st.st_atime_nsec),
+            ts(st.st_mtime, st.st_mtime_nsec),
+        ];
+        cvt(unsafe { libc::futimens(fd.as_raw_fd(), times.as_ptr()) })
+            .map_err(|e| io_err("setting times of", rel, e))?;
+        Ok(())
+    }
+}
+
+/// Chowns `root` and everything below it, never following symlinks
+/// (symlinks themselves are chowned). Needs CAP_CHOWN.
+pub fn chown_tree(root: &Path, owner: Ownership) -> Result<(), CopyError> {
+    let fd = open_path(root, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW).map_err(
+        |e| match e.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => CopyError::NotADirectory {
+                path: root.to_owned(),
+            },
+            _ => CopyError::Io {
+                op: "opening",
+                path: root.to_owned(),
+                source: e,
+            },
+        },
+    )?;
+    cvt(unsafe { libc::fchown(fd.as_raw_fd(), owner.uid, owner.gid) }).map_err(|e| {
+        CopyError::Io {
+            op: "chown",
+            path: root.to_owned(),
+            source: e,
+        }
+    })?;
+    chown_dir(fd.as_fd(), Path::new(""), 0, owner)
+}
+
+fn chown_dir(dir: BorrowedFd, rel: &Path, depth: u32, owner: Ownership) -> Result<(), CopyError> {
+    let (names, _) =
+        read_names(dir, usize::MAX).map_err(|e| io_err("reading directory", rel, e))?;
+    for name in names {
+        let child = rel.join(OsStr::from_bytes(name.to_bytes()));
+        cvt(unsafe {
+            libc::fchownat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                owner.uid,
+                owner.gid,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })
+        .map_err(|e| io_err("chown", &child, e))?;
+        let st = lstat_at(dir, &name).map_err(|e| io_err("stat", &child, e))?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            continue;
+        }
+        if depth + 1 >= CHOWN_MAX_DEPTH {
+            return Err(CopyError::TooDeep {
+                limit: CHOWN_MAX_DEPTH,
+                path: child,
+            });
+        }
+        let sub = open_at(
+            dir,
+            &name,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        )
+        .map_err(|e| io_err("opening", &child, e))?;
+        chown_dir(sub.as_fd(), &child, depth + 1, owner)?;
+    }
+    Ok(())
+}
+
+/// A cheap summary of the tree at `root` for a stall watchdog: entries
+/// below the root, regular-file bytes, newest mtime (ns since the epoch,
+/// root included). Symlinks are not followed; entries that vanish or cannot
+/// be read during the walk are skipped, only an unreadable root is an
+/// error. Directories deeper than 256 levels are not looked into.
+pub fn tree_fingerprint(root: &Path) -> io::Result<(u64, u64, i128)> {
+    let fd = open_path(root, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW)?;
+    let st = fstat(fd.as_fd())?;
+    let mut fp = (0u64, 0u64, mtime_ns(&st));
+    fingerprint_dir(fd.as_fd(), 0, &mut fp);
+    Ok(fp)
+}
+
+fn fingerprint_dir(dir: BorrowedFd, depth: u32, fp: &mut (u64, u64, i128)) {
+    let Ok((names, _)) = read_names(dir, usize::MAX) else {
+        return;
+    };
+    for name in names {
+        let Ok(st) = lstat_at(dir, &name) else {
+            continue;
+        };
+        fp.0 += 1;
+        fp.2 = fp.2.max(mtime_ns(&st));
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFREG => fp.1 = fp.1.saturating_add(st.st_size as u64),
+            libc::S_IFDIR if depth + 1 < FINGERPRINT_MAX_DEPTH => {
+                // O_NOFOLLOW: a directory swapped for a symlink is not entered.
+                if let Ok(sub) = open_at(
+                    dir,
+                    &name,
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                ) {
+                    fingerprint_dir(sub.as_fd(), depth + 1, fp);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Removes a partial copy. Our copy may already hold directories whose
+/// copied mode denies their owner write or search, which stops an
+/// unprivileged removal: on failure, open them all up and retry.
+fn remove_partial(dst: &Path) -> io::Result<()> {
+    match std::fs::remove_dir_all(dst) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
+    }
+    let cdst = cpath(dst.as_os_str())?;
+    cvt(unsafe { libc::chmod(cdst.as_ptr(), 0o700) })?;
+    let fd = open_path(dst, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW)?;
+    unlock_dirs(fd.as_fd(), 0);
+    std::fs::remove_dir_all(dst)
+}
+
+/// Best-effort `chmod 0700` of every directory below `dir` (our own copy;
+/// nothing else writes there).
+fn unlock_dirs(dir: BorrowedFd, depth: u32) {
+    if depth > CHOWN_MAX_DEPTH {
+        return;
+    }
+    let Ok((names, _)) = read_names(dir, usize::MAX) else {
+        return;
+    };
+    for name in names {
+        let Ok(st) = lstat_at(dir, &name) else {
+            continue;
+        };
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            continue;
+        }
+        // Plain fchmodat follows symlinks, but lstat just said directory.
+        unsafe { libc::fchmodat(dir.as_raw_fd(), name.as_ptr(), 0o700, 0) };
+        if let Ok(sub) = open_at(
+            dir,
+            &name,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        ) {
+            unlock_dirs(sub.as_fd(), depth + 1);
+        }
+    }
+}
+
+// ---- small libc wrappers ----
+
+fn shown(rel: &Path) -> PathBuf {
+    if rel.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        rel.to_owned()
+    }
+}
+
+fn io_err(op: &'static str, rel: &Path, source: io::Error) -> CopyError {
+    CopyError::Io {
+        op,
+        path: shown(rel),
+        source,
+    }
+}
+
+/// A source-side failure: "gone" or "not what lstat said" means the tree
+/// changed under us.
+fn src_err(op: &'static str, rel: &Path, source: io::Error) -> CopyError {
+    match source.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ELOOP) => {
+            CopyError::Changed { path: shown(rel) }
+        }
+        _ => io_err(op, rel, source),
+    }
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cpath(p: &OsStr) -> io::Result<CString> {
+    CString::new(p.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+}
+
+fn open_path(p: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let c = cpath(p.as_os_str())?;
+    let fd = cvt(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn mkdir_path(p: &Path) -> io::Result<()> {
+    let c = cpath(p.as_os_str())?;
+    cvt(unsafe { libc::mkdir(c.as_ptr(), 0o700) }).map(drop)
+}
+
+/// `openat`; creating opens make the file 0600 (final mode set later).
+fn open_at(dir: BorrowedFd, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let fd = cvt(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        )
+    })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn fstat(fd: BorrowedFd) -> io::Result<libc::stat> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    Ok(unsafe { st.assume_init() })
+}
+
+fn lstat_at(dir: BorrowedFd, name: &CStr) -> io::Result<libc::stat> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    cvt(unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    Ok(unsafe { st.assume_init() })
+}
+
+fn same_inode(a: &libc::stat, b: &libc::stat) -> bool {
+    a.st_dev == b.st_dev && a.st_ino == b.st_ino
+}
+
+fn readlink_at(dir: BorrowedFd, name: &CStr) -> io::Result<CString> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    loop {
+        let n = unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        if n < buf.len() {
+            buf.truncate(n);
+            // The kernel never stores a NUL inside a symlink target.
+            return CString::new(buf)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "NUL in symlink"));
+        }
+        // Possibly truncated: retry larger (bounded, targets are <= PATH_MAX
+        // on Linux filesystems).
+        if buf.len() >= 1 << 20 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "symlink target too long",
+            ));
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+}
+
+fn ts(sec: libc::time_t, nsec: i64) -> libc::timespec {
+    // Zeroed then assigned: some targets' timespec has private padding.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    t.tv_sec = sec;
+    t.tv_nsec = nsec as _;
+    t
+}
+
+fn mtime_ns(st: &libc::stat) -> i128 {
+    st.st_mtime as i128 * 1_000_000_000 + st.st_mtime_nsec as i128
+}
+
+/// Closes a `DIR*` stream.
+struct DirStream(*mut libc::DIR);
+
+impl Drop for DirStream {
+    fn drop(&mut self) {
+        unsafe { libc::closedir(self.0) };
+    }
+}
+
+/// Names in `dir` (without `.` and `..`), at most `cap` of them; the flag
+/// says whether more were left.
+fn read_names(dir: BorrowedFd, cap: usize) -> io::Result<(Vec<CString>, bool)> {
+    // fdopendir takes ownership of its fd: give it a duplicate so `dir`
+    // stays usable. The duplicate shares the offset, hence the rewind.
+    let dup = dir.try_clone_to_owned()?.into_raw_fd();
+    let ptr = unsafe { libc::fdopendir(dup) };
+    if ptr.is_null() {
+        let e = io::Error::last_os_error();
+        unsafe { libc::close(dup) };
+        return Err(e);
+    }
+    let stream = DirStream(ptr);
+    unsafe { libc::rewinddir(stream.0) };
+    let mut names = Vec::new();
+    loop {
+        // readdir reports errors only through errno.
+        unsafe { *libc::__errno_location() = 0 };
+        let ent = unsafe { libc::readdir(stream.0) };
+        if ent.is_null() {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(0) | None => Ok((names, false)),
+                Some(_) => Err(e),
+            };
+        }
+        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
+        if name == c"." || name == c".." {
+            continue;
+        }
+        if names.len() >= cap {
+            return Ok((names, true));
+        }
+        names.push(name.to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A fresh scratch directory, removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let p = std::env::temp_dir().join(format!(
+                "cbrun-copy-test-{}-{}-{}",
+                std::process::id(),
+                tag,
+                N.fetch_add(1, Ordering::SeqCst)
+            ));
+            let _ = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).unwrap();
+            Scratch(p)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = remove_partial(&self.0);
+        }
+    }
+
+    fn is_root() -> bool {
+        unsafe { libc::geteuid() == 0 }
+    }
+
+    fn mkfifo(p: &Path) {
+        let c = cpath(p.as_os_str()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+
+    fn set_times(p: &Path, sec: i64, nsec: i64) {
+        let c = cpath(p.as_os_str()).unwrap();
+        let t = [ts(sec as _, nsec), ts(sec as _, nsec)];
+        let r = unsafe {
+            libc::utimensat(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                t.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+    }
+
+    fn mode(p: &Path) -> u32 {
+        fs::symlink_metadata(p).unwrap().mode() & 0o7777
+    }
+
+    /// Every path below `root`, lstat-walked.
+    fn walk(root: &Path) -> Vec<PathBuf> {
+        let mut out = vec![root.to_owned()];
+        let mut i = 0;
+        while i < out.len() {
+            let p = out[i].clone();
+            if fs::symlink_metadata(&p).unwrap().is_dir() {
+                for e in fs::read_dir(&p).unwrap() {
+                    out.push(e.unwrap().path());
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// A source tree under `s/src` and an `outside_file` beside it.
+    fn sample(s: &Scratch) -> PathBuf {
+        let src = s.0.join("src");
+        fs::create_dir_all(src.join("a/b/c")).unwrap();
+        fs::write(s.0.join("outside_file"), "outside secret").unwrap();
+        fs::write(src.join("top.txt"), "top").unwrap();
+        fs::write(src.join("a/b/c/deep.txt"), "deep").unwrap();
+        fs::write(src.join("a/run.sh"), "#!/bin/sh\necho hi\n").unwrap();
+        fs::set_permissions(src.join("a/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(src.join("suid"), "x").unwrap();
+        fs::set_permissions(src.join("suid"), fs::Permissions::from_mode(0o4755)).unwrap();
+        fs::create_dir(src.join("sticky")).unwrap();
+        fs::set_permissions(src.join("sticky"), fs::Permissions::from_mode(0o1777)).unwrap();
+        fs::write(src.join("a/h1"), "hard linked").unwrap();
+        fs::hard_link(src.join("a/h1"), src.join("a/b/h2")).unwrap();
+        fs::hard_link(src.join("a/h1"), src.join("h3")).unwrap();
+        symlink("/etc", src.join("evil")).unwrap();
+        symlink("../outside_file", src.join("secret")).unwrap();
+        symlink("b/c/deep.txt", src.join("a/rel")).unwrap();
+        symlink("/nonexistent/dangling", src.join("dangling")).unwrap();
+        mkfifo(&src.join("a/fifo"));
+        let _sock = std::os::unix::net::UnixListener::bind(src.join("sock")).unwrap();
+        fs::create_dir(src.join("ro")).unwrap();
+        fs::write(src.join("ro/f"), "r").unwrap();
+        fs::set_permissions(src.join("ro/f"), fs::Permissions::from_mode(0o444)).unwrap();
+        fs::set_permissions(src.join("ro"), fs::Permissions::from_mode(0o555)).unwrap();
+        src
+    }
+
+    #[test]
+    fn round_trip() {
+        let s = Scratch::new("rt");
+        let src = sample(&s);
+        fs::set_permissions(&src, fs::Permissions::from_mode(0o750)).unwrap();
+        let dst = s.0.join("dst");
+        let r = copy_workspace(&src, &dst, &CopyLimits::default()).unwrap();
+
+        assert_eq!(fs::read_to_string(dst.join("top.txt")).unwrap(), "top");
+        assert_eq!(
+            fs::read_to_string(dst.join("a/b/c/deep.txt")).unwrap(),
+            "deep"
+        );
+        assert_eq!(mode(&dst), 0o750);
+        assert_eq!(mode(&dst.join("a/run.sh")), 0o755);
+        assert_eq!(mode(&dst.join("suid")), 0o755);
+        assert_eq!(mode(&dst.join("sticky")), 0o777);
+        assert_eq!(mode(&dst.join("ro")), 0o555);
+        assert_eq!(mode(&dst.join("ro/f")), 0o444);
+
+        // Hard links: one inode in the copy, distinct from the source's.
+        let h1 = fs::metadata(dst.join("a/h1")).unwrap();
+        for other in ["a/b/h2", "h3"] {
+            assert_eq!(fs::metadata(dst.join(other)).unwrap().ino(), h1.ino());
+        }
+        assert_eq!(h1.nlink(), 3);
+        assert_ne!(h1.ino(), fs::metadata(src.join("a/h1")).unwrap().ino());
+
+        // Symlinks are links with the same text, whatever they point at.
+        for (link, target) in [
+            ("evil", "/etc"),
+            ("secret", "../outside_file"),
+            ("a/rel", "b/c/deep.txt"),
+            ("dangling", "/nonexistent/dangling"),
+        ] {
+            assert!(fs::symlink_metadata(dst.join(link))
+                .unwrap()
+                .file_type()
+                .is_symlink());
+            assert_eq!(fs::read_link(dst.join(link)).unwrap(), Path::new(target));
+        }
+        // Nothing was followed: no /etc content, no outside content, and
+        // the source's outside file is untouched.
+        let all = walk(&dst);
+        assert!(all
+            .iter()
+            .all(|p| p.file_name() != Some(OsStr::new("passwd"))));
+        for p in &all {
+            let m = fs::symlink_metadata(p).unwrap();
+            if m.is_file() {
+                assert_ne!(fs::read_to_string(p).unwrap_or_default(), "outside secret");
+            }
+        }
+        assert_eq!(
+            fs::read_to_string(s.0.join("outside_file")).unwrap(),
+            "outside secret"
+        );
+
+        // Specials dropped and reported.
+        assert!(!dst.join("a/fifo").exists() && fs::symlink_metadata(dst.join("a/fifo")).is_err());
+        assert!(fs::symlink_metadata(dst.join("sock")).is_err());
+        let mut dropped = r.dropped_special.clone();
+        dropped.sort();
+        assert_eq!(
+            dropped,
+            vec![PathBuf::from("a/fifo"), PathBuf::from("sock")]
+        );
+
+        // top, deep, run.sh, suid, h1, ro/f (+2 links to h1).
+        assert_eq!(r.files, 6);
+        assert_eq!(r.hardlinks, 2);
+        assert_eq!(r.symlinks, 4);
+        assert_eq!(r.dirs, 5); // a, a/b, a/b/c, sticky, ro
+        assert_eq!(r.bytes, (3 + 4 + 18 + 1 + 11 + 1) as u64);
+    }
+
+    #[test]
+    fn times_preserved() {
+        let s = Scratch::new("times");
+        let src = s.0.join("src");
+        fs::create_dir_all(src.join("d")).unwrap();
+        fs::write(src.join("d/f"), "x").unwrap();
+        symlink("f", src.join("d/l")).unwrap();
+        set_times(&src.join("d/f"), 1_000_000_000, 123_456_789);
+        set_times(&src.join("d/l"), 1_100_000_000, 5);
+        set_times(&src.join("d"), 1_200_000_000, 987_654_321);
+        set_times(&src, 1_300_000_000, 1);
+        let dst = s.0.join("dst");
+        copy_workspace(&src, &dst, &CopyLimits::default()).unwrap();
+        for (p, sec, nsec) in [
+            ("d/f", 1_000_000_000, 123_456_789),
+            ("d/l", 1_100_000_000, 5),
+            ("d", 1_200_000_000, 987_654_321),
+            ("", 1_300_000_000, 1),
+        ] {
+            let m = fs::symlink_metadata(dst.join(p)).unwrap();
+            assert_eq!((m.mtime(), m.mtime_nsec()), (sec, nsec), "{p}");
+        }
+    }
+
+    #[test]
+    fn size_cap() {
+        let s = Scratch::new("size");
+        let src = s.0.join("src");
+        fs::create_dir_all(src.join("d")).unwrap();
+        fs::write(src.join("d/a"), vec![b'a'; 600]).unwrap();
+        fs::write(src.join("d/b"), vec![b'b'; 600]).unwrap();
+        let dst = s.0.join("dst");
+        let limits = CopyLimits {
+            max_bytes: 1000,
+            ..CopyLimits::default()
+        };
+        match copy_workspace(&src, &dst, &limits) {
+            Err(CopyError::TooLarge { limit: 1000, path }) => assert_eq!(path, Path::new("d/b")),
+            other => panic!("{other:?}"),
+        }
+        assert!(fs::symlink_metadata(&dst).is_err());
+
+        // Hard-linked content counts once.
+        fs::remove_file(src.join("d/b")).unwrap();
+        fs::hard_link(src.join("d/a"), src.join("d/b")).unwrap();
+        let r = copy_workspace(&src, &dst, &limits).unwrap();
+        assert_eq!((r.bytes, r.files, r.hardlinks), (600, 1, 1));
+    }
+
+    #[test]
+    fn files_cap() {
+        let s = Scratch::new("files");
+        let src = s.0.join("src");
+        fs::create_dir_all(src.join("d")).unwrap();
+        for i in 0..5 {
+            fs::write(src.join(format!("d/{i}")), "x").unwrap();
+        }
+        let dst = s.0.join("dst");
+        let limits = CopyLimits {
+            max_files: 4,
+            ..CopyLimits::default()
+        };
+        let e = copy_workspace(&src, &dst, &limits).unwrap_err();
+        assert!(
+            matches!(e, CopyError::TooManyFiles { limit: 4, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("more than 4 entries"), "{e}");
+        assert!(fs::symlink_metadata(&dst).is_err());
+        // Exactly at the limit is fine (d + 5 files = 6 entries).
+        let limits = CopyLimits {
+            max_files: 6,
+            ..CopyLimits::default()
+        };
+        copy_workspace(&src, &dst, &limits).unwrap();
+    }
+
+    #[test]
+    fn depth_cap() {
+        let s = Scratch::new("depth");
+        let src = s.0.join("src");
+        fs::create_dir_all(src.join("a/b/c/d")).unwrap();
+        let dst = s.0.join("dst");
+        let limits = CopyLimits {
+            max_depth: 3,
+            ..CopyLimits::default()
+        };
+        match copy_workspace(&src, &dst, &limits) {
+            Err(CopyError::TooDeep { limit: 3, path }) => assert_eq!(path, Path::new("a/b/c/d")),
+            other => panic!("{other:?}"),
+        }
+        assert!(fs::symlink_metadata(&dst).is_err());
+        let limits = CopyLimits {
+            max_depth: 4,
+            ..CopyLimits::default()
+        };
+        copy_workspace(&src, &dst, &limits).unwrap();
+        assert!(dst.join("a/b/c/d").is_dir());
+    }
+
+    #[test]
+    fn dst_exists_and_src_symlink() {
+        let s = Scratch::new("exists");
+        let src = s.0.join("src");
+        fs::create_dir(&src).unwrap();
+        fs::write(src.join("f"), "x").unwrap();
+        let dst = s.0.join("dst");
+        fs::create_dir(&dst).unwrap();
+        fs::write(dst.join("keep"), "k").unwrap();
+        let e = copy_workspace(&src, &dst, &CopyLimits::default()).unwrap_err();
+        assert!(matches!(e, CopyError::DestExists { .. }), "{e:?}");
+        // The existing destination is left alone.
+        assert_eq!(fs::read_to_string(dst.join("keep")).unwrap(), "k");
+
+        symlink(&src, s.0.join("link")).unwrap();
+        let e = copy_workspace(&s.0.join("link"), &s.0.join("dst2"), &CopyLimits::default())
+            .unwrap_err();
+        assert!(matches!(e, CopyError::NotADirectory { .. }), "{e:?}");
+        assert!(fs::symlink_metadata(s.0.join("dst2")).is_err());
+    }
+
+    #[test]
+    fn unreadable_dir_names_path() {
+        if is_root() {
+            // Root reads anything; exercise the error with a vanished
+            // parent instead: a missing source root.
+            let s = Scratch::new("unread");
+            let e = copy_workspace(
+                &s.0.join("missing"),
+                &s.0.join("dst"),
+                &CopyLimits::default(),
+            )
+            .unwrap_err();
+            assert!(e.to_string().contains("missing"), "{e}");
+            return;
+        }
+        let s = Scratch::new("unread");
+        let src = s.0.join("src");
+        fs::create_dir_all(src.join("x/locked")).unwrap();
+        fs::set_permissions(src.join("x/locked"), fs::Permissions::from_mode(0o000)).unwrap();
+        let dst = s.0.join("dst");
+        let e = copy_workspace(&src, &dst, &CopyLimits::default()).unwrap_err();
+        fs::set_permissions(src.join("x/locked"), fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(e.to_string().contains("x/locked"), "{e}");
+        assert!(fs::symlink_metadata(&dst).is_err());
+    }
+
+    #[test]
+    fn owned_copy_and_chown_tree() {
+        if !is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let s = Scratch::new("owned");
+        let src = sample(&s);
+        let dst = s.0.join("dst");
+        let owner = Ownership {
+            uid: 12345,
+            gid: 12345,
+        };
+        copy_workspace_owned(&src, &dst, &CopyLimits::default(), Some(owner)).unwrap();
+        let all = walk(&dst);
+        assert!(all.len() > 10);
+        assert!(all
+            .iter()
+            .any(|p| fs::symlink_metadata(p).unwrap().file_type().is_symlink()));
+        for p in &all {
+            let m = fs::symlink_metadata(p).unwrap();
+            assert_eq!((m.uid(), m.gid()), (12345, 12345), "{}", p.display());
+        }
+        // Modes survive the chown (no setuid comes back, exec bits stay).
+        assert_eq!(mode(&dst.join("suid")), 0o755);
+        // Symlinks were not followed by the chown.
+        assert_eq!(fs::metadata("/etc").unwrap().uid(), 0);
+        assert_eq!(fs::metadata(s.0.join("outside_file")).unwrap().uid(), 0);
+
+        let back = Ownership {
+            uid: 23456,
+            gid: 34567,
+        };
+        chown_tree(&dst, back).unwrap();
+        for p in &walk(&dst) {
+            let m = fs::symlink_metadata(p).unwrap();
+            assert_eq!((m.uid(), m.gid()), (23456, 34567), "{}", p.display());
+        }
+        assert_eq!(fs::metadata("/etc").unwrap().uid(), 0);
+        assert_eq!(fs::metadata(s.0.join("outside_file")).unwrap().uid(), 0);
+    }
+
+    #[test]
+    fn failed_copy_of_readonly_dirs_is_removed() {
+        // A read-only directory is finished before the error happens later
+        // in the walk; cleanup must still remove everything.
+        let s = Scratch::new("cleanup");
+        let src = s.0.join("src");
+        fs::create_dir_all(src.join("a_ro/inner")).unwrap();
+        fs::write(src.join("a_ro/inner/f"), "x").unwrap();
+        fs::set_permissions(src.join("a_ro/inner"), fs::Permissions::from_mode(0o500)).unwrap();
+        fs::set_permissions(src.join("a_ro"), fs::Permissions::from_mode(0o500)).unwrap();
+        fs::write(src.join("z_big"), vec![0u8; 100]).unwrap();
+        let dst = s.0.join("dst");
+        let limits = CopyLimits {
+            max_bytes: 50,
+            ..CopyLimits::default()
+        };
+        let e = copy_workspace(&src, &dst, &limits).unwrap_err();
+        assert!(matches!(e, CopyError::TooLarge { .. }), "{e:?}");
+        assert!(fs::symlink_metadata(&dst).is_err());
+        for d in ["a_ro/inner", "a_ro"] {
+            fs::set_permissions(src.join(d), fs::Permissions::from_mode(0o700)).unwrap();
+        }
+    }
+
+    #[test]
+    fn fingerprint_tracks_changes() {
+        let s = Scratch::new("fp");
+        let src = sample(&s);
+        let fp0 = tree_fingerprint(&src).unwrap();
+        // Not followed into /etc: only the sample's own entries.
+        assert!(fp0.0 < 30, "{fp0:?}");
+        assert_eq!(tree_fingerprint(&src).unwrap(), fp0);
+
+        fs::write(src.join("top.txt"), "top, longer now").unwrap();
+        let fp1 = tree_fingerprint(&src).unwrap();
+        assert_ne!(fp1, fp0);
+        assert_eq!(fp1.0, fp0.0);
+        assert_eq!(fp1.1, fp0.1 + 12);
+
+        // Same size, new mtime.
+        set_times(&src.join("top.txt"), 4_000_000_000, 0);
+        let fp2 = tree_fingerprint(&src).unwrap();
+        assert_eq!(fp2.2, 4_000_000_000i128 * 1_000_000_000);
+
+        fs::write(src.join("a/new"), "").unwrap();
+        let fp3 = tree_fingerprint(&src).unwrap();
+        assert_eq!(fp3.0, fp2.0 + 1);
+
+        assert!(tree_fingerprint(&s.0.join("missing")).is_err());
+    }
+
+    #[test]
+    fn fingerprint_survives_churn() {
+        let s = Scratch::new("churn");
+        let root = s.0.join("w");
+        fs::create_dir(&root).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (root, stop) = (root.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let d = root.join(format!("d{}", i % 7));
+                    let _ = fs::create_dir_all(d.join("x"));
+                    let _ = fs::write(d.join("x/f"), "data");
+                    let _ = fs::remove_dir_all(&d);
+                    i += 1;
+                }
+            })
+        };
+        for _ in 0..200 {
+            tree_fingerprint(&root).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+    }
+}

@@ -1,0 +1,127 @@
+//! `--net allowlist`: cbrun's proxy, outside the sandbox, listening on
+//! 127.0.0.1:3128 *inside* the sandbox's network namespace.
+//!
+//! The proxy runs in a forked child so that cbrun itself stays
+//! single-threaded (libcontainer forks from it); the child may use threads.
+
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, pipe, read, ForkResult, Pid};
+
+use crate::net::log::ConnLog;
+use crate::net::netns::listen_in_userns_netns;
+use crate::net::policy::EgressPolicy;
+use crate::net::proxy;
+
+/// The proxy's address inside the sandbox (its netns is fresh and empty).
+pub const PROXY_ADDR: &str = "127.0.0.1:3128";
+
+/// Environment that points HTTP clients at the proxy.
+pub fn proxy_env() -> Vec<(&'static str, String)> {
+    let url = format!("http://{PROXY_ADDR}");
+    vec![
+        ("HTTP_PROXY", url.clone()),
+        ("HTTPS_PROXY", url.clone()),
+        ("http_proxy", url.clone()),
+        ("https_proxy", url.clone()),
+        ("ALL_PROXY", url.clone()),
+        ("all_proxy", url),
+        ("NO_PROXY", "localhost,127.0.0.1,::1".into()),
+        ("no_proxy", "localhost,127.0.0.1,::1".into()),
+    ]
+}
+
+/// A running proxy child; stopped (and reaped) when dropped.
+pub struct ProxyChild {
+    pid: Pid,
+    stop: Option<OwnedFd>,
+}
+
+/// Starts the proxy for the sandbox whose init is `init`.
+pub fn start(init: Pid, policy: &EgressPolicy, log: &Path) -> Result<ProxyChild, String> {
+    let netns = PathBuf::from(format!("/proc/{}/ns/net", init.as_raw()));
+    let userns = PathBuf::from(format!("/proc/{}/ns/user", init.as_raw()));
+    let addr: SocketAddr = PROXY_ADDR.parse().map_err(|e| format!("{e}"))?;
+    // Entering the netns needs CAP_SYS_ADMIN over its owner: the sandbox's
+    // user namespace is joined first (in a short-lived child).
+    let listener = listen_in_userns_netns(&userns, &netns, addr)
+        .map_err(|e| format!("proxy listener in {}: {e}", netns.display()))?;
+    let (stop_r, stop_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
+    // SAFETY: cbrun is single-threaded here, so the child may allocate and start threads freely.
+    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+        ForkResult::Child => {
+            drop(stop_w);
+            let code = child_main(listener, policy.clone(), log, stop_r);
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => {
+            drop(stop_r);
+            drop(listener);
+            Ok(ProxyChild {
+                pid: child,
+                stop: Some(stop_w),
+            })
+        }
+    }
+}
+
+fn child_main(listener: TcpListener, policy: EgressPolicy, log: &Path, stop_r: OwnedFd) -> i32 {
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        libc::prctl(libc::PR_SET_NAME, c"cbrun-proxy".as_ptr());
+    }
+    let log = match ConnLog::open(log) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("cbrun: proxy: network log {}: {e}", log.display());
+            return 1;
+        }
+    };
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let flag = shutdown.clone();
+    // EOF on the pipe (cbrun closed it, or died) asks for shutdown.
+    std::thread::spawn(move || {
+        let mut b = [0u8; 1];
+        while let Ok(n) = read(stop_r.as_raw_fd(), &mut b) {
+            if n == 0 {
+                break;
+            }
+        }
+        flag.store(true, Ordering::SeqCst);
+    });
+    match proxy::serve(listener, policy, log, shutdown) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("cbrun: proxy: {e}");
+            1
+        }
+    }
+}
+
+impl Drop for ProxyChild {
+    fn drop(&mut self) {
+        // Closing the pipe asks the proxy to finish its records and exit.
+        drop(self.stop.take());
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Ok(WaitStatus::StillAlive) => {
+                    let _ = kill(self.pid, Signal::SIGKILL);
+                    let _ = waitpid(self.pid, None);
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+}

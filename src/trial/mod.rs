@@ -1,0 +1,231 @@
+//! Trials end to end: solve sandbox, submission, import scan, judge
+//! sandbox, reward and record.
+
+pub mod clock;
+pub mod copy;
+pub mod egress;
+pub mod judge;
+pub mod layout;
+pub mod phase;
+pub mod record;
+pub mod solve;
+pub mod submit;
+pub mod validate;
+pub mod watchdog;
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::agent::builtin::AgentRef;
+use crate::case::Case;
+use crate::sandbox::config::RootfsSource;
+use crate::sandbox::run::HostView;
+use judge::{run_judge, JudgeOptions, JudgeReport};
+use layout::TrialDir;
+use record::{FailureClass, TerminalStatus, TrialRecord};
+use solve::{run_solve, Egress, SolveEnd, SolveOptions, SolveReport};
+
+#[derive(Debug, Clone)]
+pub struct TrialOptions {
+    pub solve: SolveOptions,
+    pub judge: JudgeOptions,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrialError {
+    #[error("--out {path}: {source}")]
+    OutDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The folder a trial goes to when `--out` is not given.
+pub fn default_out(case_id: &str) -> PathBuf {
+    PathBuf::from("cbrun-trials").join(format!(
+        "{case_id}-{}-{}",
+        clock::compact(SystemTime::now()),
+        std::process::id()
+    ))
+}
+
+/// Agent name and spec hash for the record.
+pub fn agent_identity(agent: &AgentRef) -> (String, Option<String>) {
+    match agent {
+        AgentRef::Spec(spec, _) => (spec.name.clone(), Some(spec.hash())),
+        AgentRef::Replay(dir) => (format!("replay:{}", dir.display()), None),
+        AgentRef::None => ("none".into(), None),
+    }
+}
+
+/// Runs one trial into `out` (which must not exist).
+pub fn run_trial(
+    case: &Case,
+    out: &Path,
+    opts: &TrialOptions,
+    host: &HostView,
+) -> Result<(TrialDir, TrialRecord), TrialError> {
+    let dir = TrialDir::create(out).map_err(|source| TrialError::OutDir {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    let (name, hash) = agent_identity(&opts.solve.agent);
+    let mut rec = TrialRecord::start(
+        case.id.as_str(),
+        &name,
+        hash,
+        opts.solve.model.clone(),
+        clock::rfc3339(SystemTime::now()),
+    );
+    let rootfs_id = match &opts.solve.rootfs {
+        RootfsSource::Host => serde_json::json!({"rootfs": "host"}),
+        RootfsSource::Dir(d) => serde_json::json!({"rootfs": d}),
+    };
+    rec.images.insert("solve", rootfs_id.clone());
+    rec.images.insert("judge", rootfs_id);
+    rec.network = match &opts.solve.egress {
+        Egress::None => serde_json::json!({"policy": "none"}),
+        Egress::Allowlist(p) => serde_json::json!({"policy": "allowlist", "rules": p}),
+    };
+    save(&dir, &rec);
+
+    let solved = run_solve(case, &dir, &opts.solve, host);
+    fill_solve(&mut rec, &solved);
+    let judged = match solved.end {
+        SolveEnd::Submitted if solved.denylist_violation.is_none() => {
+            save(&dir, &rec);
+            Some(run_judge(case, &dir.workspace(), &dir, &opts.judge, host))
+        }
+        _ => None,
+    };
+    finish(&mut rec, &dir, &solved, judged.as_ref(), &opts.solve.egress);
+    dir.remove_scratch();
+    save(&dir, &rec);
+    Ok((dir, rec))
+}
+
+fn save(dir: &TrialDir, rec: &TrialRecord) {
+    if let Err(e) = rec.save(&dir.record()) {
+        eprintln!("cbrun: warning: writing {}: {e}", dir.record().display());
+    }
+}
+
+fn fill_solve(rec: &mut TrialRecord, s: &SolveReport) {
+    rec.cli_version = s.cli_version.clone();
+    rec.agent_exit_code = s.agent_exit_code;
+    rec.solve_seconds = s.seconds;
+    rec.stalled = s.stalled;
+    rec.submission = serde_json::to_value(&s.submission).ok();
+    rec.denylist_violation = s.denylist_violation.clone();
+    rec.denylist_fix_attempts = s.denylist_fix_attempts;
+    rec.env_keys = s.env_keys.clone();
+    rec.warnings.extend(s.warnings.iter().cloned());
+    if let Some(l) = &s.limits {
+        rec.limits
+            .insert("solve", serde_json::to_value(l).unwrap_or_default());
+    }
+}
+
+fn finish(
+    rec: &mut TrialRecord,
+    dir: &TrialDir,
+    s: &SolveReport,
+    j: Option<&JudgeReport>,
+    egress: &Egress,
+) {
+    use FailureClass::*;
+    use TerminalStatus::*;
+    let (status, class) = match (s.end, j) {
+        (SolveEnd::Error, _) => {
+            rec.error = s.error.clone();
+            (
+                Error,
+                if s.infrastructure {
+                    Infrastructure
+                } else {
+                    Implementation
+                },
+            )
+        }
+        (SolveEnd::Interrupted, _) => (Interrupted, Infrastructure),
+        (SolveEnd::Timeout, _) => (Timeout, Implementation),
+        (SolveEnd::NotSubmitted, _) => (NotSubmitted, Implementation),
+        (SolveEnd::Submitted, None) => (Completed, Implementation),
+        (SolveEnd::Submitted, Some(j)) if j.interrupted => (Interrupted, Infrastructure),
+        (SolveEnd::Submitted, Some(j)) => {
+            rec.reward = j.reward;
+            rec.judge_error = j.judge_error.clone();
+            rec.judge_exit_code = j.exit_code;
+            rec.judge_seconds = j.seconds;
+            rec.failed_tests = j.failed_tests.clone();
+            if let Some(c) = &j.counts {
+                rec.test_count = Some(c.total);
+                rec.passed = Some(c.passed);
+                rec.failed = Some(c.failed);
+                rec.errors = Some(c.errors);
+                rec.skipped = Some(c.skipped);
+            }
+            if let Some(l) = &j.limits {
+                rec.limits
+                    .insert("judge", serde_json::to_value(l).unwrap_or_default());
+            }
+            rec.warnings.extend(j.warnings.iter().cloned());
+            (
+                Completed,
+                if j.infrastructure {
+                    Infrastructure
+                } else {
+                    Implementation
+                },
+            )
+        }
+    };
+    rec.terminal_status = status;
+    rec.failure_class = (rec.reward == 0).then_some(class);
+    if j.is_none() {
+        // No judge ran: the verifier files still say why the reward is 0.
+        let reason = match status {
+            Completed => format!(
+                "import of a banned module after the fix attempt: {}",
+                rec.denylist_violation.clone().unwrap_or_default()
+            ),
+            NotSubmitted => "not submitted".to_owned(),
+            Timeout => "the solve budget ran out".to_owned(),
+            Interrupted => "interrupted".to_owned(),
+            Error => format!("error: {}", rec.error.clone().unwrap_or_default()),
+        };
+        let v = dir.verifier();
+        let _ = crate::fsutil::write_atomic(&v.join("reward.txt"), b"0\n");
+        let _ = crate::fsutil::write_json_atomic(
+            &v.join("reward.json"),
+            &serde_json::json!({"reward": 0, "reason": reason, "judge_error": null}),
+        );
+    }
+    if let Egress::Allowlist(_) = egress {
+        if let Ok(sum) = crate::net::log::summarize(&dir.network_log()) {
+            if let Some(obj) = rec.network.as_object_mut() {
+                obj.insert(
+                    "connections".into(),
+                    serde_json::to_value(sum).unwrap_or_default(),
+                );
+            }
+        }
+    }
+    rec.finished_at = Some(clock::rfc3339(SystemTime::now()));
+    for (key, rel) in [
+        ("workspace", "workspace"),
+        ("agent_log", "logs/cbrun/agent.log"),
+        ("agent_fix_log", "logs/cbrun/agent.fix.log"),
+        ("agent_dir", "logs/agent"),
+        ("install_log", "logs/cbrun/install.log"),
+        ("setup_log", "logs/cbrun/setup.log"),
+        ("scan", "logs/cbrun/scan.json"),
+        ("network_log", "logs/cbrun/network.jsonl"),
+        ("judge_log", "logs/verifier/final_tests.log"),
+        ("reward", "logs/verifier/reward.txt"),
+        ("reward_json", "logs/verifier/reward.json"),
+        ("final_report", "logs/verifier/final_report.json"),
+    ] {
+        rec.link(dir, key, rel);
+    }
+}

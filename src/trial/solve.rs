@@ -1,0 +1,552 @@
+//! The solve phase: the agent in its sandbox, the submission check, the
+//! import scan and its one fix attempt.
+//!
+//! What the agent sees: `/app` (the trial's workspace folder), the public
+//! documents read-only under `/environment`, `/logs/agent`, its home. The
+//! case's `source/`, `milestones/` and `controls/` are never mounted.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::unistd::Pid;
+use serde::Serialize;
+
+use crate::agent::builtin::AgentRef;
+use crate::agent::instruction::{render_instruction, InstructionFacts};
+use crate::agent::render::{render_command, RenderInputs};
+use crate::agent::spec::{AgentSpec, RunAs};
+use crate::case::Case;
+use crate::fsutil::write_json_atomic;
+use crate::guard;
+use crate::net::policy::EgressPolicy;
+use crate::sandbox::config::{Identity, RootfsSource, SandboxConfig};
+use crate::sandbox::outcome::Outcome;
+use crate::sandbox::run::{self, HostView, RunHooks};
+use crate::scan::{self, ScanReport};
+use crate::trial::copy::{self, CopyLimits, Ownership};
+use crate::trial::egress::{self, ProxyChild};
+use crate::trial::layout::TrialDir;
+use crate::trial::phase::{self, bind, set_env, PhaseLimits, NONROOT, SANDBOX_PATH};
+use crate::trial::submit::{self, Submission};
+use crate::trial::watchdog::Watchdog;
+
+pub const DEFAULT_SOLVE_BUDGET: Duration = Duration::from_secs(7200);
+pub const DEFAULT_STALL: Duration = Duration::from_secs(1800);
+
+/// The solve sandbox's network.
+#[derive(Debug, Clone)]
+pub enum Egress {
+    /// Only loopback.
+    None,
+    /// Through cbrun's proxy, to the listed hosts only.
+    Allowlist(EgressPolicy),
+}
+
+#[derive(Debug, Clone)]
+pub struct SolveOptions {
+    pub agent: AgentRef,
+    pub model: Option<String>,
+    pub budget: Duration,
+    pub stall: Duration,
+    pub egress: Egress,
+    pub limits: PhaseLimits,
+    pub rootfs: RootfsSource,
+}
+
+/// How the solve phase ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SolveEnd {
+    Submitted,
+    NotSubmitted,
+    Timeout,
+    Interrupted,
+    Error,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SolveReport {
+    pub end: SolveEnd,
+    pub submission: Submission,
+    pub agent_exit_code: Option<i32>,
+    pub stalled: bool,
+    pub seconds: f64,
+    /// What went wrong when `end` is `error`.
+    pub error: Option<String>,
+    /// The error lies with cbrun, the host or the agent's installation.
+    pub infrastructure: bool,
+    pub scan: Option<ScanReport>,
+    /// The first scan's violations, when a fix attempt followed.
+    pub first_scan: Option<ScanReport>,
+    pub denylist_violation: Option<String>,
+    pub denylist_fix_attempts: u32,
+    /// Names of forwarded variables (never their values).
+    pub env_keys: Vec<String>,
+    pub limits: Option<crate::sandbox::outcome::Limits>,
+    pub warnings: Vec<String>,
+    pub cli_version: Option<String>,
+}
+
+impl SolveReport {
+    fn new() -> Self {
+        SolveReport {
+            end: SolveEnd::NotSubmitted,
+            submission: Submission::NotSubmitted("the agent has not run".into()),
+            agent_exit_code: None,
+            stalled: false,
+            seconds: 0.0,
+            error: None,
+            infrastructure: false,
+            scan: None,
+            first_scan: None,
+            denylist_violation: None,
+            denylist_fix_attempts: 0,
+            env_keys: Vec::new(),
+            limits: None,
+            warnings: Vec::new(),
+            cli_version: None,
+        }
+    }
+
+    fn fail(&mut self, why: String, infrastructure: bool) {
+        self.end = SolveEnd::Error;
+        self.error = Some(why);
+        self.infrastructure = infrastructure;
+    }
+}
+
+/// Runs the solve phase into `dir`. Never fails: problems end up in the
+/// report with `end = error`.
+pub fn run_solve(case: &Case, dir: &TrialDir, opts: &SolveOptions, host: &HostView) -> SolveReport {
+    let started = Instant::now();
+    let mut report = SolveReport::new();
+    let owner = match &opts.agent {
+        AgentRef::Spec(spec, _) => phase::sandbox_owner(host, identity(spec)),
+        _ => None,
+    };
+    if let Err(e) = prepare_dirs(dir, owner, matches!(opts.agent, AgentRef::Replay(_))) {
+        report.fail(format!("preparing the trial folder: {e}"), true);
+        return report;
+    }
+    let deadline = started + opts.budget;
+    solve_attempt(case, dir, opts, host, None, deadline, &mut report);
+    if report.end == SolveEnd::Submitted {
+        scan_and_maybe_fix(case, dir, opts, host, deadline, &mut report);
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    report
+}
+
+fn prepare_dirs(dir: &TrialDir, owner: Option<Ownership>, replay: bool) -> std::io::Result<()> {
+    // A replayed workspace is created by its copy.
+    let mut made = vec![dir.home()];
+    if !replay {
+        made.push(dir.workspace());
+    }
+    for d in &made {
+        fs::create_dir(d)?;
+    }
+    if let Some(o) = owner {
+        for d in made.iter().chain([&dir.logs_agent()]) {
+            copy::chown_tree(d, o).map_err(std::io::Error::other)?;
+        }
+    }
+    Ok(())
+}
+
+fn identity(spec: &AgentSpec) -> Option<Identity> {
+    match spec.run_as {
+        RunAs::Root => None,
+        RunAs::Nonroot => Some(NONROOT),
+    }
+}
+
+/// One go of the agent (the first, or the fix attempt with `fix`).
+fn solve_attempt(
+    case: &Case,
+    dir: &TrialDir,
+    opts: &SolveOptions,
+    host: &HostView,
+    fix: Option<&str>,
+    deadline: Instant,
+    report: &mut SolveReport,
+) {
+    let note = |text: String| {
+        use std::io::Write;
+        let log = dir.logs_cbrun().join("agent.log");
+        if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(log) {
+            let _ = writeln!(f, "{text}");
+        }
+    };
+    match &opts.agent {
+        AgentRef::None => note("cbrun: agent `none`: did nothing and did not submit".into()),
+        AgentRef::Replay(src) => {
+            note(match fix {
+                None => format!(
+                    "cbrun: replay: copying {} into /app and submitting",
+                    src.display()
+                ),
+                Some(_) => {
+                    "cbrun: replay: fix attempt; a stored workspace cannot change, resubmitting"
+                        .into()
+                }
+            });
+            // The oracle: a stored workspace, copied in from outside. A fix
+            // attempt changes nothing (a stored workspace cannot learn).
+            if fix.is_none() {
+                if let Err(e) = copy::copy_workspace(src, &dir.workspace(), &CopyLimits::default())
+                {
+                    report.fail(format!("replay {}: {e}", src.display()), true);
+                    return;
+                }
+            }
+            if let Err(e) = submit::write_marker(&dir.submit_marker()) {
+                report.fail(format!("writing the submit marker: {e}"), true);
+                return;
+            }
+        }
+        AgentRef::Spec(spec, _) => {
+            if let Err((why, infra)) = run_agent(case, dir, opts, spec, host, fix, deadline, report)
+            {
+                report.fail(why, infra);
+                return;
+            }
+            if matches!(report.end, SolveEnd::Timeout | SolveEnd::Interrupted) {
+                return;
+            }
+        }
+    }
+    report.submission = submit::check(&dir.submit_marker());
+    report.end = if report.submission.is_submitted() {
+        SolveEnd::Submitted
+    } else {
+        SolveEnd::NotSubmitted
+    };
+}
+
+fn scan_and_maybe_fix(
+    case: &Case,
+    dir: &TrialDir,
+    opts: &SolveOptions,
+    host: &HostView,
+    deadline: Instant,
+    report: &mut SolveReport,
+) {
+    let bans = &case.denylist.import_ban;
+    let first = match scan::scan_workspace(&dir.workspace(), bans) {
+        Ok(s) => s,
+        Err(e) => {
+            report.fail(format!("import scan: {e}"), true);
+            return;
+        }
+    };
+    let _ = write_json_atomic(&dir.logs_cbrun().join("scan.json"), &first);
+    if first.violations.is_empty() {
+        report.scan = Some(first);
+        return;
+    }
+    // One fix attempt, told only what was found, never how tests fare.
+    let message = first.summary();
+    report.first_scan = Some(first);
+    report.denylist_fix_attempts = 1;
+    let _ = fs::remove_file(dir.submit_marker());
+    solve_attempt(case, dir, opts, host, Some(&message), deadline, report);
+    if report.end != SolveEnd::Submitted {
+        return;
+    }
+    match scan::scan_workspace(&dir.workspace(), bans) {
+        Ok(second) => {
+            let _ = write_json_atomic(&dir.logs_cbrun().join("scan.fix.json"), &second);
+            if !second.violations.is_empty() {
+                report.denylist_violation = Some(second.summary());
+            }
+            report.scan = Some(second);
+        }
+        Err(e) => report.fail(format!("import scan: {e}"), true),
+    }
+}
+
+/// The agent's install and setup scripts, then its command.
+#[allow(clippy::too_many_arguments)]
+fn run_agent(
+    case: &Case,
+    dir: &TrialDir,
+    opts: &SolveOptions,
+    spec: &AgentSpec,
+    host: &HostView,
+    fix: Option<&str>,
+    deadline: Instant,
+    report: &mut SolveReport,
+) -> Result<(), (String, bool)> {
+    let home = spec.home.clone();
+    let instruction = render_instruction(&InstructionFacts {
+        has_build_step: !case.manifest.runner.build_command.trim().is_empty(),
+        build_command: Some(case.manifest.runner.build_command.clone())
+            .filter(|b| !b.trim().is_empty()),
+        language_label: case.manifest.runner.language_label.clone(),
+        has_hardware_requirements: case.public.hardware_requirements.is_some(),
+        fix_attempt: fix.map(str::to_owned),
+    });
+    let instruction_file = dir.logs_agent().join("instruction.md");
+    fs::write(&instruction_file, &instruction)
+        .map_err(|e| (format!("writing the instruction: {e}"), true))?;
+    let command = render_command(
+        spec,
+        &RenderInputs {
+            instruction: &instruction,
+            instruction_file: "/logs/agent/instruction.md",
+            model: opts.model.as_deref(),
+            log: "/logs/agent/agent.log",
+            workdir: "/app",
+            home: &home,
+        },
+    )
+    .map_err(|e| (format!("agent {}: {e}", spec.name), true))?;
+
+    let shims_dir = dir.scratch().join("shims");
+    let base = solve_config(case, dir, opts, spec, &shims_dir, report)
+        .map_err(|e| (format!("solve sandbox: {e}"), true))?;
+
+    if fix.is_none() {
+        for (what, script, secs) in [
+            ("install", &spec.install_script, spec.install_timeout_sec),
+            ("setup", &spec.setup_script, spec.setup_timeout_sec),
+        ] {
+            let Some(script) = script.as_deref().filter(|s| !s.trim().is_empty()) else {
+                continue;
+            };
+            let log = dir.logs_cbrun().join(format!("{what}.log"));
+            let mut cfg = base.clone();
+            cfg.command = vec!["/bin/sh".into(), "-c".into(), script.to_owned()];
+            cfg.timeout = Some(Duration::from_secs(secs));
+            cfg.stdout = crate::sandbox::config::Stdio::Append(log.clone());
+            cfg.stderr = crate::sandbox::config::Stdio::Append(log.clone());
+            let out = run_phase(&cfg, host, &opts.egress, dir, None)
+                .map_err(|e| (format!("agent {what} script: {e}"), true))?;
+            let _ = write_json_atomic(&dir.logs_cbrun().join(format!("{what}.outcome.json")), &out);
+            if out.interrupted {
+                report.end = SolveEnd::Interrupted;
+                return Ok(());
+            }
+            if out.timed_out || out.exit_code != Some(0) {
+                return Err((
+                    format!(
+                        "agent {what} script failed ({}); see {}",
+                        describe_end(&out),
+                        log.display()
+                    ),
+                    true,
+                ));
+            }
+        }
+        if let Some(v) = spec
+            .version_command
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+        {
+            let log = dir.logs_cbrun().join("version.log");
+            let mut cfg = base.clone();
+            cfg.command = vec!["/bin/sh".into(), "-c".into(), v.to_owned()];
+            cfg.timeout = Some(Duration::from_secs(60));
+            cfg.stdout = crate::sandbox::config::Stdio::File(log.clone());
+            cfg.stderr =
+                crate::sandbox::config::Stdio::Append(dir.logs_cbrun().join("version.err"));
+            if let Ok(o) = run_phase(&cfg, host, &Egress::None, dir, None) {
+                if o.exit_code == Some(0) {
+                    let text = fs::read_to_string(&log).unwrap_or_default();
+                    report.cli_version = text.lines().next().map(|l| l.trim().to_owned());
+                }
+            }
+        }
+    }
+
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        report.end = SolveEnd::Timeout;
+        return Ok(());
+    }
+    let out_log = dir.logs_cbrun().join(if fix.is_some() {
+        "agent.fix.log"
+    } else {
+        "agent.log"
+    });
+    let mut cfg = base;
+    cfg.command = vec!["/bin/sh".into(), "-c".into(), command];
+    cfg.timeout = Some(remaining);
+    cfg.stdout = crate::sandbox::config::Stdio::Append(out_log.clone());
+    cfg.stderr = crate::sandbox::config::Stdio::Append(out_log.clone());
+    let watchdog = Watchdog::new(
+        vec![dir.workspace(), dir.logs_agent(), out_log.clone()],
+        opts.stall,
+    );
+    let out = run_phase(&cfg, host, &opts.egress, dir, Some(watchdog))
+        .map_err(|e| (format!("agent sandbox: {e}"), true))?;
+    let name = if fix.is_some() {
+        "agent.fix.outcome.json"
+    } else {
+        "agent.outcome.json"
+    };
+    let _ = write_json_atomic(&dir.logs_cbrun().join(name), &out);
+    report.agent_exit_code = out.exit_code;
+    report.limits = Some(out.limits.clone());
+    report.warnings.extend(out.warnings.iter().cloned());
+    if out.interrupted {
+        report.end = SolveEnd::Interrupted;
+    } else if out.timed_out || out.stalled {
+        report.stalled = out.stalled;
+        report.end = SolveEnd::Timeout;
+    }
+    Ok(())
+}
+
+fn describe_end(o: &Outcome) -> String {
+    if o.timed_out {
+        "timed out".into()
+    } else if let Some(c) = o.exit_code {
+        format!("exit {c}")
+    } else if let Some(s) = o.signal {
+        format!("signal {s}")
+    } else {
+        "no status".into()
+    }
+}
+
+/// The solve sandbox every agent step shares.
+fn solve_config(
+    case: &Case,
+    dir: &TrialDir,
+    opts: &SolveOptions,
+    spec: &AgentSpec,
+    shims_dir: &Path,
+    report: &mut SolveReport,
+) -> Result<SandboxConfig, String> {
+    let home = spec.home.clone();
+    let mut cfg = phase::base_config(
+        Vec::new(),
+        &opts.rootfs,
+        &opts.limits,
+        opts.budget,
+        dir.logs_cbrun().join("agent.log"),
+    );
+    cfg.user = identity(spec);
+    cfg.hostname = "solve".into();
+    cfg.workdir = PathBuf::from("/app");
+    cfg.binds.push(bind(dir.workspace(), "/app", false));
+    cfg.binds.push(bind(dir.logs_agent(), "/logs/agent", false));
+    cfg.binds.push(bind(dir.home(), &home, false));
+    cfg.binds.push(bind(
+        &case.public.full_prd,
+        "/environment/prd/Full_PRD.md",
+        true,
+    ));
+    cfg.binds.push(bind(
+        &case.public.interface_contract,
+        "/environment/Interface_Contract.md",
+        true,
+    ));
+    if let Some(hw) = &case.public.hardware_requirements {
+        cfg.binds
+            .push(bind(hw, "/environment/Hardware_Requirements.md", true));
+    }
+    // Package-manager shims over the real tools' own paths.
+    let root_on_host = match &opts.rootfs {
+        RootfsSource::Host => PathBuf::from("/"),
+        RootfsSource::Dir(d) => d.clone(),
+    };
+    let ecosystem = serde_json::to_value(case.denylist.ecosystem)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let shims = guard::prepare_solve(
+        shims_dir,
+        &root_on_host,
+        guard::pkgshim::DEFAULT_SEARCH_DIRS,
+        &ecosystem,
+        &case.denylist.install_ban,
+    )
+    .map_err(|e| e.to_string())?;
+    for (src, dst) in shims.binds {
+        cfg.binds.push(bind(src, &dst.to_string_lossy(), true));
+    }
+    for (k, v) in shims.env {
+        set_env(&mut cfg, &k, &v);
+    }
+    set_env(&mut cfg, "HOME", &home);
+    set_env(
+        &mut cfg,
+        "PATH",
+        &format!("{home}/.local/bin:{home}/bin:{SANDBOX_PATH}"),
+    );
+    set_env(&mut cfg, "USER", "agent");
+    set_env(&mut cfg, "TMPDIR", "/tmp");
+    for (k, v) in &spec.env {
+        set_env(&mut cfg, k, v);
+    }
+    report.env_keys.clear();
+    for k in &spec.env_passthrough {
+        if let Ok(v) = std::env::var(k) {
+            set_env(&mut cfg, k, &v);
+            report.env_keys.push(k.clone());
+        }
+    }
+    phase::hide_host_paths(
+        &mut cfg,
+        &[&case.dir, &dir.root],
+        &dir.scratch().join("empty"),
+    )
+    .map_err(|e| format!("hiding host folders: {e}"))?;
+    if let Egress::Allowlist(_) = &opts.egress {
+        for (k, v) in egress::proxy_env() {
+            set_env(&mut cfg, k, &v);
+        }
+    }
+    Ok(cfg)
+}
+
+/// Runs one solve sandbox with the proxy and watchdog it needs.
+fn run_phase(
+    cfg: &SandboxConfig,
+    host: &HostView,
+    egress: &Egress,
+    dir: &TrialDir,
+    watchdog: Option<Watchdog>,
+) -> Result<Outcome, String> {
+    let mut hooks = SolveHooks {
+        egress: match egress {
+            Egress::Allowlist(p) => Some(p),
+            Egress::None => None,
+        },
+        log: dir.network_log(),
+        proxy: None,
+        watchdog,
+    };
+    let out = run::run_with(cfg, host, &mut hooks).map_err(|e| e.to_string());
+    drop(hooks.proxy.take());
+    out
+}
+
+struct SolveHooks<'a> {
+    egress: Option<&'a EgressPolicy>,
+    log: PathBuf,
+    proxy: Option<ProxyChild>,
+    watchdog: Option<Watchdog>,
+}
+
+impl RunHooks for SolveHooks<'_> {
+    fn created(&mut self, init: Pid) -> Result<(), String> {
+        if let Some(p) = self.egress {
+            self.proxy = Some(egress::start(init, p, &self.log)?);
+        }
+        Ok(())
+    }
+    fn watch_interval(&self) -> Option<Duration> {
+        self.watchdog.as_ref().map(Watchdog::interval)
+    }
+    fn stalled(&mut self) -> bool {
+        self.watchdog
+            .as_mut()
+            .map(Watchdog::stalled)
+            .unwrap_or(false)
+    }
+}
