@@ -692,7 +692,7 @@ fn malformed_cases_are_refused_with_one_line_and_nothing_written() {
             "a b",
         ),
         (
-            vec!["--agent", "none", "--solve-timeout", "-1"],
+            vec!["--agent", "none", "--solve-timeout", "0"],
             "--solve-timeout",
         ),
         (vec!["--agent", "none", "--memory", "12XB"], "12XB"),

@@ -43,6 +43,14 @@ impl Executor for SandboxExecutor {
                 "cannot set the parent-death signal".into(),
             ));
         }
+        // Let cbrun (same ids outside) open /proc/<init>/ns/* while the
+        // sandbox waits to start: the egress proxy listens inside its netns.
+        // The command's execve makes it dumpable anyway.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
+            return Err(ExecutorValidationError::ArgValidationError(
+                "cannot make the sandbox's init dumpable".into(),
+            ));
+        }
         let (args, env) = args_env(spec);
         let Some(cmd) = args.first() else {
             return Err(ExecutorValidationError::ArgValidationError(
