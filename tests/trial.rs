@@ -820,3 +820,185 @@ fn base64(data: &[u8]) -> String {
     }
     out
 }
+
+#[test]
+fn package_manager_shims_refuse_banned_installs_by_any_path() {
+    if !Path::new("/usr/bin/pip3").exists() {
+        eprintln!("note: /usr/bin/pip3 missing (apt-get install python3-pip); shim test skipped");
+        return;
+    }
+    for who in [Who::Root, Who::Delegated] {
+        let ctx = Ctx::new(who, "trial-shims");
+        let c = case(&ctx, "case001");
+        let script = "for c in 'pip3 install semver' '/usr/bin/pip3 install Semver==2.0' \
+             'python3 -m pip install semantic_version' 'pip3 install -q node_semver'; do \
+             sh -c \\\"$c\\\" >> /logs/agent/out 2>&1; echo \\\"rc=$?\\\" >> /logs/agent/out; done; \
+             pip3 --version >> /logs/agent/version 2>&1; echo \\\"rc=$?\\\" >> /logs/agent/version";
+        let a = spec(&ctx, "installer", &format!("command = \"{script}\"\n"));
+        let t = trial(&ctx, "shims", &c, a.to_str().unwrap(), &[]);
+        let out = fs::read_to_string(t.dir.join("logs/agent/out"))
+            .unwrap_or_else(|_| panic!("no output\n{}", t.show()));
+        assert_eq!(
+            out.matches("[cbrun denylist] blocked install of").count(),
+            4,
+            "{out}\n{}",
+            t.show()
+        );
+        assert_eq!(out.matches("rc=1").count(), 4, "{out}");
+        let version = fs::read_to_string(t.dir.join("logs/agent/version")).unwrap();
+        assert!(
+            version.contains("rc=0") && version.contains("pip "),
+            "{version}"
+        );
+        // The shim holds no ban in clear text.
+        assert!(!t.record.to_string().contains("node-semver"));
+    }
+}
+
+#[test]
+fn forwarded_credentials_reach_the_agent_and_only_their_names_are_recorded() {
+    let ctx = Ctx::new(Who::Root, "trial-env");
+    let c = case(&ctx, "case001");
+    let a = spec(
+        &ctx,
+        "envy",
+        "command = \"printf %s \\\"$CBRUN_IT_SECRET/$CBRUN_IT_CANARY\\\" > /logs/agent/env\"\nenv_passthrough = [\"CBRUN_IT_SECRET\", \"CBRUN_IT_UNSET\"]\n",
+    );
+    let dir = ctx.out.join("env");
+    let args: Vec<String> = vec![
+        "trial".into(),
+        c.display().to_string(),
+        "--agent".into(),
+        a.display().to_string(),
+        "--out".into(),
+        dir.display().to_string(),
+    ];
+    let run = ctx
+        .spawn_args(
+            &args,
+            &[
+                ("CBRUN_IT_SECRET", "topsecret-123"),
+                (CANARY_KEY, CANARY_VALUE),
+            ],
+            None,
+        )
+        .wait(TRIAL_DEADLINE);
+    let rec = read_record(&dir, &run);
+    assert_eq!(
+        fs::read_to_string(dir.join("logs/agent/env")).unwrap(),
+        "topsecret-123/",
+        "listed variables pass, others never do"
+    );
+    assert_eq!(rec["env_keys"], serde_json::json!(["CBRUN_IT_SECRET"]));
+    for f in ["trial.json", "logs/cbrun/agent.outcome.json"] {
+        let text = fs::read_to_string(dir.join(f)).unwrap();
+        assert!(
+            !text.contains("topsecret-123"),
+            "{f} holds the secret's value"
+        );
+    }
+}
+
+#[test]
+fn solve_and_judge_run_separately_and_a_stored_workspace_can_be_rejudged() {
+    let ctx = Ctx::new(Who::Delegated, "solve-judge");
+    let c = case(&ctx, "case002");
+    let solved = ctx.out.join("solved");
+    let run = ctx.cbrun(&[
+        "solve",
+        c.to_str().unwrap(),
+        "--agent",
+        &control(&c, "reference"),
+        "--out",
+        solved.to_str().unwrap(),
+    ]);
+    run.assert_code(0, "cbrun solve");
+    assert!(
+        solved.join("workspace/jpick").is_dir()
+            || solved.join("workspace").read_dir().unwrap().count() > 0
+    );
+    assert!(
+        !solved.join("logs/verifier/final_tests.log").exists(),
+        "solve does not judge"
+    );
+    for round in 0..2 {
+        let out = ctx.out.join(format!("judged-{round}"));
+        let run = ctx.cbrun(&[
+            "judge",
+            c.to_str().unwrap(),
+            "--workspace",
+            solved.join("workspace").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]);
+        run.assert_code(0, "cbrun judge");
+        let report = run.stdout_json();
+        assert_eq!(report["reward"], 1, "round {round}\n{}", run.show());
+        assert_eq!(report["counts"]["total"], 30);
+        assert_eq!(report["exit_code"], 0);
+    }
+    ctx.assert_clean("solve then judge");
+}
+
+#[test]
+fn the_judge_enforces_runtime_bans_and_import_bans_on_workspace_code() {
+    let ctx = Ctx::new(Who::Root, "judge-bans");
+    let c = case(&ctx, "case001");
+    let reference =
+        fs::read_to_string(c.join("controls/reference/app/src/versionkit/__init__.py")).unwrap();
+    let judge = |label: &str, case_dir: &Path, extra: &str| -> Value {
+        let ws = ctx.dir.join(label);
+        fs::create_dir_all(ws.join("src/versionkit")).unwrap();
+        fs::write(
+            ws.join("src/versionkit/__init__.py"),
+            format!("{extra}\n{reference}"),
+        )
+        .unwrap();
+        Command::new("chmod")
+            .args(["-R", "a+rX"])
+            .arg(&ws)
+            .status()
+            .unwrap();
+        let out = ctx.out.join(label);
+        let run = ctx.cbrun(&[
+            "judge",
+            case_dir.to_str().unwrap(),
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]);
+        run.assert_code(0, label);
+        run.stdout_json()
+    };
+    // case001 bans sockets and network for the product.
+    let r = judge(
+        "socket",
+        &c,
+        "import socket as _s\n_s.socket(_s.AF_INET, _s.SOCK_STREAM)",
+    );
+    assert_eq!(r["reward"], 0, "{r}");
+    assert!(!r["judge_ban_hits"].as_array().unwrap().is_empty(), "{r}");
+    // A module on the import ban is refused at import time, even when the
+    // judge's Python has it (`csv` stands in for an installed upstream).
+    let banned = ctx.dir.join("cases-banned");
+    Command::new("cp")
+        .arg("-r")
+        .arg(&c)
+        .arg(&banned)
+        .status()
+        .unwrap();
+    let deny = banned.join("source/denylist.json");
+    let mut d: Value = serde_json::from_str(&fs::read_to_string(&deny).unwrap()).unwrap();
+    d["import_ban"].as_array_mut().unwrap().push("csv".into());
+    fs::write(&deny, serde_json::to_string_pretty(&d).unwrap()).unwrap();
+    let r = judge("import", &banned, "import csv");
+    assert_eq!(r["reward"], 0, "{r}");
+    let log = fs::read_to_string(ctx.out.join("import/logs/verifier/final_tests.log")).unwrap();
+    assert!(log.contains("csv"), "{log}");
+    // The same import is fine where it is not banned.
+    let r = judge("allowed", &c, "import csv");
+    assert_eq!(r["reward"], 1, "{r}");
+}

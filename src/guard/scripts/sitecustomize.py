@@ -18,6 +18,14 @@ _CBRUN_RESOLVERS = (
     "pip._internal.resolution.resolvelib.resolver",
     "pip._internal.resolution.legacy.resolver",
 )
+# Checked before pip does anything else (e.g. refuses an externally managed
+# environment), so a banned name always gets the denylist message.
+_CBRUN_COMMANDS = (
+    "pip._internal.commands.install",
+    "pip._internal.commands.download",
+    "pip._internal.commands.wheel",
+)
+_CBRUN_HOOKED = _CBRUN_RESOLVERS + _CBRUN_COMMANDS
 
 
 def _cbrun_install():
@@ -82,11 +90,52 @@ def _cbrun_install():
         resolve._cbrun = True
         return resolve
 
+    spec_name = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
+
+    def check_spec(text):
+        # A requirement as typed: `Name[extra]==1; marker`. Paths, URLs and
+        # options are left to the resolver check.
+        text = text.strip()
+        if not text or text[0] in "-#./~" or "://" in text:
+            return
+        m = spec_name.match(text)
+        if m and banned(m.group(1)):
+            block(m.group(1))
+
+    def check_files(paths, depth=0):
+        for path in paths or ():
+            try:
+                lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
+            except Exception:
+                continue
+            for line in lines:
+                line = line.split(" #", 1)[0].strip()
+                if line.startswith(("-r ", "-c ", "--requirement ", "--constraint ")) and depth < 8:
+                    check_files([line.split(None, 1)[1].strip()], depth + 1)
+                else:
+                    check_spec(line)
+
+    def wrap_run(orig):
+        def run(self, options, args):
+            for a in args or ():
+                check_spec(a)
+            check_files(getattr(options, "requirements", None))
+            check_files(getattr(options, "constraints", None))
+            return orig(self, options, args)
+
+        run._cbrun = True
+        return run
+
     def patch(module):
         cls = getattr(module, "Resolver", None)
         fn = getattr(cls, "resolve", None)
         if fn is not None and not getattr(fn, "_cbrun", False):
             cls.resolve = wrap(fn)
+        for cname in ("InstallCommand", "DownloadCommand", "WheelCommand"):
+            cls = getattr(module, cname, None)
+            fn = getattr(cls, "run", None)
+            if fn is not None and not getattr(fn, "_cbrun", False):
+                cls.run = wrap_run(fn)
 
     class Loader(object):
         def __init__(self, inner):
@@ -109,7 +158,7 @@ def _cbrun_install():
     class Finder(object):
         # Patches pip's resolvers right after they are imported.
         def find_spec(self, fullname, path=None, target=None):
-            if fullname not in _CBRUN_RESOLVERS:
+            if fullname not in _CBRUN_HOOKED:
                 return None
             for f in sys.meta_path:
                 if f is self or not hasattr(f, "find_spec"):
@@ -121,7 +170,7 @@ def _cbrun_install():
                     return spec
             return None
 
-    for name in _CBRUN_RESOLVERS:
+    for name in _CBRUN_HOOKED:
         if name in sys.modules:
             patch(sys.modules[name])
     sys.meta_path.insert(0, Finder())
