@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod fsutil;
 pub mod guard;
 pub mod host;
+pub mod image;
 pub mod judge;
 pub mod net;
 pub mod sandbox;

@@ -17,6 +17,7 @@ use cbrun::sandbox::run::{self, HostView};
 use cbrun::sandbox::seccomp::SeccompMode;
 use cbrun::sandbox::state;
 
+mod image_cli;
 mod trial_cli;
 
 #[derive(Parser)]
@@ -43,6 +44,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Manage images: import, export, pull, list, remove, unpack.
+    #[command(subcommand)]
+    Image(image_cli::ImageCmd),
     /// Run one trial: solve, submission check, import scan, judge, record.
     Trial(Box<trial_cli::TrialArgs>),
     /// Run only the solve phase (agent, submission, scan) into a trial folder.
@@ -81,8 +85,17 @@ enum SandboxCmd {
 #[derive(Args)]
 struct RunArgs {
     /// `host` (the host's system dirs, read-only) or a directory used read-only as /.
-    #[arg(long, default_value = "host", value_name = "host|DIR")]
+    #[arg(
+        long,
+        default_value = "host",
+        value_name = "host|DIR",
+        conflicts_with = "image"
+    )]
     rootfs: RootfsSource,
+    /// Run on an image from the store (`cbrun image ls`), with a writable
+    /// layer on top that goes away with the sandbox.
+    #[arg(long, value_name = "NAME[:TAG]")]
+    image: Option<String>,
     /// Bind a host path into the sandbox (read-write unless :ro).
     #[arg(long = "bind", value_name = "SRC:DST[:ro]")]
     binds: Vec<BindMount>,
@@ -221,6 +234,8 @@ fn sandbox_run(a: RunArgs) -> Result<i32> {
             );
         }
     }
+    let image = a.image.clone();
+    let workdir_given = a.workdir != std::path::Path::new("/");
     let cfg = match to_config(a) {
         Ok((cfg, _)) => cfg,
         Err(e) => {
@@ -239,6 +254,35 @@ fn sandbox_run(a: RunArgs) -> Result<i32> {
             t.elapsed().as_secs_f64() * 1e3
         );
     }
+    let mut cfg = cfg;
+    // Keeps the image's root from gc until the sandbox is gone.
+    let _image_use = match image {
+        Some(name) => {
+            let store =
+                cbrun::image::store::Store::open(cbrun::image::store::Store::default_root()?)?;
+            let u = cbrun::image::unpacked::use_image(&store, &name, &host.mapping, None)
+                .with_context(|| format!("--image {name}"))?;
+            cfg.rootfs = RootfsSource::Image(u.root.clone());
+            let mut env: Vec<EnvVar> = u
+                .env
+                .iter()
+                .filter(|(k, _)| !cfg.env.iter().any(|e| &e.key == k))
+                .map(|(k, v)| EnvVar {
+                    key: k.clone(),
+                    value: v.clone(),
+                })
+                .collect();
+            env.append(&mut cfg.env);
+            cfg.env = env;
+            if !workdir_given {
+                if let Some(w) = &u.workdir {
+                    cfg.workdir = w.clone();
+                }
+            }
+            Some(u)
+        }
+        None => None,
+    };
     match run::run(&cfg, &host) {
         Ok(outcome) => {
             if let Some(p) = &outcome_path {
@@ -348,6 +392,7 @@ fn real_main() -> ExitCode {
             SandboxCmd::Run(a) => sandbox_run(a),
         },
         Cmd::Gc { json } => gc(json),
+        Cmd::Image(c) => image_cli::run(c),
         Cmd::Trial(a) => trial_cli::trial(*a),
         Cmd::Solve(a) => trial_cli::solve(*a),
         Cmd::Judge(a) => trial_cli::judge(*a),

@@ -32,6 +32,41 @@ pub enum RootfsSource {
     Host,
     /// A directory used read-only as `/`.
     Dir(PathBuf),
+    /// An unpacked image with a writable layer on top.
+    Image(ImageRoot),
+}
+
+/// An image's shared read-only rootfs and where its writable layer goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRoot {
+    /// The unpacked rootfs, shared by every sandbox of the image; never written.
+    pub lower: PathBuf,
+    /// Keep the writable layer here (image builds capture it); `None` puts
+    /// it in the run's state directory, removed with it.
+    pub upper: Option<PathBuf>,
+    /// `name:tag@sha256:...`, for outcomes and records.
+    pub label: String,
+}
+
+impl RootfsSource {
+    /// How outcomes name it.
+    pub fn describe(&self) -> String {
+        match self {
+            RootfsSource::Host => "host".into(),
+            RootfsSource::Dir(d) => d.display().to_string(),
+            RootfsSource::Image(i) => i.label.clone(),
+        }
+    }
+
+    /// The host directory holding the sandbox's `/` as the image or
+    /// directory gives it (`/` for the host rootfs).
+    pub fn host_root(&self) -> PathBuf {
+        match self {
+            RootfsSource::Host => PathBuf::from("/"),
+            RootfsSource::Dir(d) => d.clone(),
+            RootfsSource::Image(i) => i.lower.clone(),
+        }
+    }
 }
 
 impl FromStr for RootfsSource {

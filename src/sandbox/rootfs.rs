@@ -33,6 +33,8 @@ pub enum RootfsError {
     BindSource { src: PathBuf },
     #[error("rootfs scaffold {path}: {source}")]
     Scaffold { path: PathBuf, source: io::Error },
+    #[error("image rootfs {path}: {why}")]
+    Image { path: PathBuf, why: String },
 }
 
 /// A prepared root, plus the host directories to bind into it.
@@ -43,6 +45,30 @@ pub struct PreparedRoot {
     pub system_binds: Vec<(PathBuf, PathBuf)>,
     /// User binds with their sources made absolute.
     pub binds: Vec<BindMount>,
+    /// `/` is writable (an image's overlay).
+    pub writable: bool,
+    /// Unmounted when the root is dropped.
+    pub overlay: Option<Overlay>,
+    /// Set when an image could not get its writable layer.
+    pub note: Option<String>,
+}
+
+/// An overlay mounted in cbrun's private mount namespace (it goes away
+/// with cbrun in any case); unmounted on drop.
+#[derive(Debug)]
+pub struct Overlay {
+    pub merged: PathBuf,
+    /// The work directory, which the kernel leaves unreadable.
+    work: PathBuf,
+}
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.merged, nix::mount::MntFlags::MNT_DETACH);
+        // overlayfs leaves work/work with mode 000: open it for removal.
+        let inner = self.work.join("work");
+        let _ = fs::set_permissions(&inner, std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    }
 }
 
 impl PreparedRoot {
@@ -66,6 +92,7 @@ impl PreparedRoot {
 pub fn prepare(
     source: &RootfsSource,
     scaffolds: &Path,
+    run_dir: &Path,
     binds: &[BindMount],
 ) -> Result<PreparedRoot, RootfsError> {
     let mut resolved = Vec::with_capacity(binds.len());
@@ -80,6 +107,7 @@ pub fn prepare(
     }
     match source {
         RootfsSource::Host => host_scaffold(scaffolds, resolved),
+        RootfsSource::Image(img) => image_root(img, run_dir, resolved),
         RootfsSource::Dir(dir) => {
             let dir = fs::canonicalize(dir).map_err(|_| RootfsError::Missing(dir.clone()))?;
             if !dir.is_dir() {
@@ -106,6 +134,9 @@ pub fn prepare(
                 path: dir,
                 system_binds: Vec::new(),
                 binds: resolved,
+                writable: false,
+                overlay: None,
+                note: None,
             })
         }
     }
@@ -161,6 +192,9 @@ fn host_scaffold(scaffolds: &Path, binds: Vec<BindMount>) -> Result<PreparedRoot
             path,
             system_binds,
             binds,
+            writable: false,
+            overlay: None,
+            note: None,
         });
     }
     fs::DirBuilder::new()
@@ -206,6 +240,116 @@ fn host_scaffold(scaffolds: &Path, binds: Vec<BindMount>) -> Result<PreparedRoot
         path,
         system_binds,
         binds,
+        writable: false,
+        overlay: None,
+        note: None,
+    })
+}
+
+/// An image's root: its shared rootfs as the lower layer of an overlay
+/// whose upper layer takes the sandbox's writes (no copy of the rootfs).
+/// Inside a user namespace the overlay keeps its metadata in `user.*`
+/// xattrs (`userxattr`). Where overlayfs is not available the image's
+/// rootfs is used read-only, with tmpfs /tmp and the binds writable.
+fn image_root(
+    img: &super::config::ImageRoot,
+    run_dir: &Path,
+    binds: Vec<BindMount>,
+) -> Result<PreparedRoot, RootfsError> {
+    let ierr = |why: String| RootfsError::Image {
+        path: img.lower.clone(),
+        why,
+    };
+    if !img.lower.is_dir() {
+        return Err(ierr("not unpacked (no such directory)".into()));
+    }
+    let upper = img.upper.clone().unwrap_or_else(|| run_dir.join("upper"));
+    let work = run_dir.join("work");
+    let merged = run_dir.join("merged");
+    for d in [&upper, &work, &merged] {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(d)
+            .map_err(|e| ierr(format!("{}: {e}", d.display())))?;
+    }
+    let bad = |p: &Path| p.to_str().map(|s| s.contains([',', ':'])).unwrap_or(true);
+    if [&img.lower, &upper, &work].iter().any(|p| bad(p)) {
+        return Err(ierr(
+            "paths with ',' or ':' cannot be overlay layers".into(),
+        ));
+    }
+    let base = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        img.lower.display(),
+        upper.display(),
+        work.display()
+    );
+    // Real root writes trusted.* xattrs; in a user namespace only user.*.
+    let in_userns = !crate::host::userns::is_real_root();
+    let attempts: Vec<String> = if in_userns {
+        vec![format!("{base},userxattr")]
+    } else {
+        vec![base.clone(), format!("{base},userxattr")]
+    };
+    let mut last = String::new();
+    for opts in &attempts {
+        match nix::mount::mount(
+            Some("overlay"),
+            &merged,
+            Some("overlay"),
+            nix::mount::MsFlags::MS_NODEV,
+            Some(opts.as_str()),
+        ) {
+            Ok(()) => {
+                let overlay = Overlay {
+                    merged: merged.clone(),
+                    work: work.clone(),
+                };
+                for b in &binds {
+                    make_mount_point(&merged, b)
+                        .map_err(|e| ierr(format!("mount point {}: {e}", b.dst.display())))?;
+                }
+                for p in BASE_DIRS {
+                    let d = merged.join(p);
+                    if !d.exists() {
+                        fs::create_dir(&d).map_err(|e| ierr(format!("/{p}: {e}")))?;
+                    }
+                }
+                return Ok(PreparedRoot {
+                    path: merged,
+                    system_binds: Vec::new(),
+                    binds,
+                    writable: true,
+                    overlay: Some(overlay),
+                    note: None,
+                });
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
+    if img.upper.is_some() {
+        // A build needs the layer it asked for.
+        return Err(ierr(format!("overlayfs is not available here ({last})")));
+    }
+    for b in &binds {
+        if fs::symlink_metadata(img.lower.join(b.dst.strip_prefix("/").unwrap_or(&b.dst))).is_err()
+        {
+            return Err(ierr(format!(
+                "overlayfs is not available here ({last}) and the image has no mount point {}",
+                b.dst.display()
+            )));
+        }
+    }
+    Ok(PreparedRoot {
+        path: img.lower.clone(),
+        system_binds: Vec::new(),
+        binds,
+        writable: false,
+        overlay: None,
+        note: Some(format!(
+            "no overlayfs ({last}): the image's root is read-only; /tmp and binds are writable"
+        )),
     })
 }
 

@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 
 use super::cgroupfs_shim;
 use super::cgroups::{CgroupRoots, Readback, SandboxCgroup};
-use super::config::{NetworkPolicy, RootfsSource, SandboxConfig, Stdio};
+use super::config::{NetworkPolicy, SandboxConfig, Stdio};
 use super::executor::SandboxExecutor;
 use super::idmap::{self, MappingSource};
 use super::outcome::{exit, Isolation, Limits, Outcome};
@@ -334,7 +334,15 @@ fn run_in(
         mapping = MappingSource::SingleId { uid: 0, gid: 0 };
     }
 
-    let root = rootfs::prepare(&cfg.rootfs, &host.state_root.join("scaffolds"), &cfg.binds)?;
+    let root = rootfs::prepare(
+        &cfg.rootfs,
+        &host.state_root.join("scaffolds"),
+        &rd.path,
+        &cfg.binds,
+    )?;
+    if let Some(n) = &root.note {
+        warnings.push(n.clone());
+    }
     // libcontainer reports a bad working directory only as a failed
     // syscall; check it here, against what the sandbox will see.
     if !matches!(cfg.workdir.to_str(), Some("/" | "/tmp" | "/proc" | "/dev"))
@@ -558,11 +566,8 @@ fn run_in(
             },
             network: cfg.network,
             loopback_up: cfg.network == NetworkPolicy::None,
-            rootfs: match &cfg.rootfs {
-                RootfsSource::Host => "host".into(),
-                RootfsSource::Dir(d) => d.display().to_string(),
-            },
-            root_readonly: true,
+            rootfs: cfg.rootfs.describe(),
+            root_readonly: !root.writable,
             seccomp: cfg.seccomp,
             seccomp_rules: seccomp.as_ref().map(|s| s.describe()).unwrap_or_default(),
             capabilities: "none (bounding, effective, permitted, inheritable, ambient all empty)",

@@ -195,7 +195,7 @@ pub fn build(inp: &SpecInputs) -> Result<Spec, SpecError> {
         .root(
             RootBuilder::default()
                 .path(inp.root.path.clone())
-                .readonly(true)
+                .readonly(!inp.root.writable)
                 .build()
                 .map_err(e)?,
         )

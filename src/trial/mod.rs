@@ -80,6 +80,7 @@ pub fn run_trial(
     let rootfs_id = match &opts.solve.rootfs {
         RootfsSource::Host => serde_json::json!({"rootfs": "host"}),
         RootfsSource::Dir(d) => serde_json::json!({"rootfs": d}),
+        RootfsSource::Image(i) => serde_json::json!({"image": i.label}),
     };
     rec.images.insert("solve", rootfs_id.clone());
     rec.images.insert("judge", rootfs_id);

@@ -450,10 +450,7 @@ fn solve_config(
             .push(bind(hw, "/environment/Hardware_Requirements.md", true));
     }
     // Package-manager shims over the real tools' own paths.
-    let root_on_host = match &opts.rootfs {
-        RootfsSource::Host => PathBuf::from("/"),
-        RootfsSource::Dir(d) => d.clone(),
-    };
+    let root_on_host = opts.rootfs.host_root();
     let ecosystem = serde_json::to_value(case.denylist.ecosystem)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))

@@ -1,0 +1,1346 @@
+//! Applying OCI image layers (tar streams, maybe compressed) to a rootfs
+//! directory, rootless, with layer contents treated as hostile input.
+//!
+//! The `tar` crate only parses: every filesystem write is ours, made with
+//! `*at` calls relative to an open directory, naming one component at a
+//! time, never following a symlink in the last component.
+//!
+//! Names. Leading `/` is stripped (as tar does), `.` and empty components
+//! are dropped and `..` is applied lexically within the name; a name whose
+//! `..` would leave the root, or that holds a NUL, is refused (the layer
+//! fails). Names deeper than [`MAX_DEPTH`] components are refused.
+//!
+//! Parent directories are resolved component by component from a handle on
+//! the rootfs, each opened with `O_PATH | O_NOFOLLOW | O_DIRECTORY`. A
+//! component that is a symlink (planted by this or an earlier layer) is
+//! resolved *inside* the rootfs, as container runtimes do and as
+//! `openat2(RESOLVE_IN_ROOT)` would: an absolute target restarts at the
+//! rootfs, `..` stops at it, at most 40 links per name. So after
+//! `lib -> /usr/lib`, `lib/x` writes the rootfs's `usr/lib/x`, and after
+//! `etc -> /etc`, `etc/passwd` fails: inside the rootfs that link points
+//! at itself. Missing parents named by the entry are created (0755, owned
+//! as the layer's root); a missing directory named only by a symlink's
+//! target is an error (`esc -> /home/x` then `esc/f` fails unless the
+//! rootfs has `home/x`). The
+//! walk is done in user space rather than with `openat2` so that it also
+//! yields the physical path it took (needed to finish directories); its
+//! in-root semantics are checked against `openat2` in the tests. It relies
+//! on nothing else writing to the rootfs while a layer is applied.
+//!
+//! Entry types. Regular files (also contiguous and GNU sparse ones, holes
+//! written as zeros), directories, symlinks (the target kept as text,
+//! whatever it is) and hard links (the target name resolved like any entry
+//! name, inside the rootfs; it must already be a regular file there, from
+//! this or an earlier layer). Character and block devices and FIFOs are
+//! dropped and counted (`devices_dropped`); whatever an earlier layer had at
+//! their path is removed, as the layer says the path is something else.
+//! GNU long names and links and PAX headers are handled by the `tar`
+//! crate; global PAX headers are ignored; other types are skipped and
+//! listed in `skipped`.
+//!
+//! Replacing. A directory over a directory merges (the newer header's
+//! owner, mode and times win); anything else removes what was there first
+//! (a whole tree for a directory), so writing a file never writes through a
+//! hard link or a symlink left by an earlier layer.
+//!
+//! Whiteouts (OCI): `d/.wh.n` removes `d/n` as earlier layers left it and
+//! is not created; `d/.wh..wh..opq` removes everything earlier layers put
+//! in `d`. Neither touches what the same layer creates, before or after
+//! the marker: the entries a layer creates are recorded (by parent
+//! directory inode and name, and every directory above them) and kept.
+//! Other `.wh..wh.` names (aufs metadata) are skipped.
+//!
+//! Metadata. Permission bits are applied after a file's content and a
+//! directory's final owner, mode and times at the end of the layer,
+//! deepest first, so read-only directories can be filled; setuid and setgid
+//! bits are stripped and counted, the sticky bit kept. mtimes (PAX
+//! fractional ones too) are kept; atime is set to the mtime. A directory
+//! that a layer writes into without an entry of its own gets the time of
+//! the write, as with other unpackers. Hard links share their target's
+//! inode and metadata. Ownership per [`OwnerMode`].
+//! Unprivileged, a directory left read-only by an earlier layer is opened
+//! up (u+rwx) while this layer writes into it and restored afterwards.
+//!
+//! xattrs (`SCHILY.xattr.*` PAX records), when `keep_xattrs`: `user.*` set,
+//! `trusted.*` only as root, `security.capability` always dropped,
+//! `system.*` (ACLs: their ids would not be shifted) dropped, other
+//! `security.*` attempted. Whatever is not set, for any reason, is counted
+//! in `xattrs_dropped`; symlinks get none.
+//!
+//! Limits: the caps in [`UnpackOptions`] hold across all layers of one
+//! call; PAX and GNU extension headers may total at most 4 MiB per entry,
+//! and at most 16 MiB may follow the end-of-archive marker. A stream that
+//! ends inside an entry or a header, or without the end-of-archive marker,
+//! is an error (an empty stream is an empty layer). The whole stream is
+//! read, so a compression trailer (gzip CRC) is checked and a digesting
+//! reader below sees every byte. Trees nested deeper than 512 directories
+//! cannot be removed (by a whiteout or a replacement): an error.
+//!
+//! On error the rootfs is left half-applied: callers discard it.
+
+use std::cell::Cell;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::io::{self, BufRead, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+mod resolve;
+mod sys;
+#[cfg(test)]
+mod tests;
+
+use sys::Id;
+
+/// Deepest entry name, in components.
+pub const MAX_DEPTH: usize = 1024;
+/// Extension headers (PAX, GNU long name/link, sparse maps) per entry.
+const META_MAX: u64 = 4 << 20;
+/// Bytes read after the end-of-archive marker (record padding).
+const TRAILER_MAX: u64 = 16 << 20;
+/// Entries listed in `UnpackReport::skipped`; more are skipped unlisted.
+const MAX_SKIPPED_LISTED: usize = 1000;
+
+// ---- compression ----
+
+/// How a layer blob is compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
+const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+
+fn classify(head: &[u8]) -> Compression {
+    if head.starts_with(GZIP_MAGIC) {
+        Compression::Gzip
+    } else if head.starts_with(ZSTD_MAGIC) {
+        Compression::Zstd
+    } else {
+        Compression::None
+    }
+}
+
+/// The compression of the stream `r`, from its magic bytes, without
+/// consuming anything. It looks only at what `fill_buf` has buffered: a
+/// fresh `BufReader` holds the start; [`decompress`] copes with short
+/// buffers itself.
+pub fn detect(r: &mut impl BufRead) -> io::Result<Compression> {
+    Ok(classify(r.fill_buf()?))
+}
+
+/// A reader of the uncompressed tar in `r` (gzip, zstd or none, detected
+/// from the magic bytes; concatenated gzip members and zstd frames are
+/// read through). xz and bzip2 are refused by name.
+pub fn decompress<'a>(mut r: impl BufRead + 'a) -> io::Result<Box<dyn Read + 'a>> {
+    let buf = r.fill_buf()?;
+    if buf.len() >= ZSTD_MAGIC.len() || buf.is_empty() {
+        let c = sniff(buf)?;
+        return wrap(c, r);
+    }
+    // Short buffer (a pipe, a nearly drained BufReader): take the first
+    // bytes out and chain them back in front.
+    let mut head = Vec::with_capacity(ZSTD_MAGIC.len());
+    while head.len() < ZSTD_MAGIC.len() {
+        let b = r.fill_buf()?;
+        if b.is_empty() {
+            break;
+        }
+        let n = b.len().min(ZSTD_MAGIC.len() - head.len());
+        head.extend_from_slice(&b[..n]);
+        r.consume(n);
+    }
+    let c = sniff(&head)?;
+    wrap(c, io::Cursor::new(head).chain(r))
+}
+
+fn sniff(head: &[u8]) -> io::Result<Compression> {
+    let unsupported = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("{what}-compressed layers are not supported (gzip, zstd or none)"),
+        )
+    };
+    if head.starts_with(&[0xfd, b'7', b'z', b'X']) {
+        return Err(unsupported("xz"));
+    }
+    if head.starts_with(b"BZh") {
+        return Err(unsupported("bzip2"));
+    }
+    Ok(classify(head))
+}
+
+fn wrap<'a>(c: Compression, r: impl BufRead + 'a) -> io::Result<Box<dyn Read + 'a>> {
+    Ok(match c {
+        Compression::None => Box::new(r),
+        Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(r)),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(r)?),
+    })
+}
+
+// ---- options, report, errors ----
+
+/// Who owns what a layer creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerMode {
+    /// Single-id mapping: everything stays owned by the caller; the tar's
+    /// ids are not applied (entries with ids other than 0:0 are counted in
+    /// `ids_not_applied`).
+    Caller,
+    /// Root, or a newuidmap range: chown to the tar's uid/gid plus the
+    /// shifts (implicitly created directories get the shifted 0:0). Needs
+    /// CAP_CHOWN over those ids; a failed chown fails the layer.
+    Preserve { uid_shift: u32, gid_shift: u32 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnpackOptions {
+    pub owner: OwnerMode,
+    pub keep_xattrs: bool,
+    /// Regular-file content written, and separately the data the tars
+    /// carry (any entry type, written or not), each summed over the
+    /// layers of one call. Hard links count nothing.
+    pub max_bytes: u64,
+    /// Tar entries of any kind, whiteouts included, summed likewise.
+    pub max_entries: u64,
+}
+
+impl Default for UnpackOptions {
+    fn default() -> Self {
+        UnpackOptions {
+            owner: OwnerMode::Caller,
+            keep_xattrs: true,
+            max_bytes: 64 << 30,
+            max_entries: 2_000_000,
+        }
+    }
+}
+
+/// What was applied; `apply_layers` sums its layers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UnpackReport {
+    pub files: u64,
+    /// Directory entries, created or merged.
+    pub dirs: u64,
+    pub symlinks: u64,
+    pub hardlinks: u64,
+    /// `.wh.` entries (not counting opaque markers).
+    pub whiteouts: u64,
+    pub opaque_dirs: u64,
+    /// Regular-file content written.
+    pub bytes: u64,
+    /// Character and block devices and FIFOs.
+    pub devices_dropped: u64,
+    pub setid_stripped: u64,
+    pub xattrs_dropped: u64,
+    /// `OwnerMode::Caller` only: entries whose tar ids were not 0:0.
+    pub ids_not_applied: u64,
+    /// (entry, why) for entries left out (the first 1000).
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Why applying a layer failed; one line, naming the tar entry.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    #[error("layer entry {entry}: refused: {why}")]
+    Unsafe { entry: String, why: String },
+    #[error("layer entry {entry}: {op}: {source}")]
+    Io {
+        entry: String,
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("layer entry {entry}: more than {limit} bytes of file content")]
+    TooLarge { entry: String, limit: u64 },
+    #[error("layer entry {entry}: more than {limit} entries")]
+    TooManyEntries { entry: String, limit: u64 },
+    #[error("layer tar truncated at {at}: {why}")]
+    Truncated { at: String, why: String },
+    #[error("layer tar unreadable at {at}: {source}")]
+    Tar {
+        at: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("rootfs {path}: {source}")]
+    Root {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// From `apply_layers`: which layer (1-based) failed.
+    #[error("layer {index}: {source}")]
+    Layer {
+        index: usize,
+        #[source]
+        source: Box<UnpackError>,
+    },
+}
+
+impl UnpackError {
+    /// The error itself, without `Layer` wrappers.
+    pub fn innermost(&self) -> &UnpackError {
+        match self {
+            UnpackError::Layer { source, .. } => source.innermost(),
+            e => e,
+        }
+    }
+}
+
+fn unsafe_err(entry: &str, why: impl Into<String>) -> UnpackError {
+    UnpackError::Unsafe {
+        entry: entry.to_owned(),
+        why: why.into(),
+    }
+}
+
+fn io_err<'a>(entry: &'a str, op: &'static str) -> impl FnOnce(io::Error) -> UnpackError + 'a {
+    move |source| UnpackError::Io {
+        entry: entry.to_owned(),
+        op,
+        source,
+    }
+}
+
+/// An entry name for messages: lossy UTF-8, control characters escaped,
+/// long names cut.
+fn shown(name: &[u8]) -> String {
+    let s = String::from_utf8_lossy(name);
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i >= 300 {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if out.is_empty() {
+        out.push_str("(empty name)");
+    }
+    out
+}
+
+/// The components of an entry name (see the module docs), or why not.
+fn normalise(name: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    if name.contains(&0) {
+        return Err("NUL in name".into());
+    }
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for c in name.split(|b| *b == b'/') {
+        match c {
+            b"" | b"." => {}
+            b".." => {
+                if out.pop().is_none() {
+                    return Err("`..` leads out of the root".into());
+                }
+            }
+            c => out.push(c.to_vec()),
+        }
+    }
+    if out.len() > MAX_DEPTH {
+        return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+    }
+    Ok(out)
+}
+
+// ---- entry points ----
+
+/// Applies one uncompressed layer tar to `rootfs` (an existing directory,
+/// not a symlink).
+pub fn apply_layer(
+    rootfs: &Path,
+    layer: impl Read,
+    opts: &UnpackOptions,
+) -> Result<UnpackReport, UnpackError> {
+    let mut u = Unpacker::open(rootfs, opts)?;
+    u.apply(layer)?;
+    Ok(u.report)
+}
+
+/// Applies layers in order; the limits hold across all of them and the
+/// report is their sum. Errors say which layer (1-based).
+pub fn apply_layers(
+    rootfs: &Path,
+    layers: impl IntoIterator<Item = impl Read>,
+    opts: &UnpackOptions,
+) -> Result<UnpackReport, UnpackError> {
+    let mut u = Unpacker::open(rootfs, opts)?;
+    for (i, layer) in layers.into_iter().enumerate() {
+        u.apply(layer).map_err(|e| UnpackError::Layer {
+            index: i + 1,
+            source: Box::new(e),
+        })?;
+    }
+    Ok(u.report)
+}
+
+// ---- the unpacker ----
+
+/// A directory reached by resolution.
+struct DirHandle {
+    /// `O_PATH` handle.
+    fd: OwnedFd,
+    id: Id,
+    /// Names of the real directories from the root to this one.
+    phys: Vec<CString>,
+    /// Identities of the root and every directory of `phys`.
+    chain: Vec<Id>,
+    /// `chain` is already in `LayerState::live`.
+    live_marked: Cell<bool>,
+}
+
+/// Owner, mode and mtime a directory gets at the end of its layer.
+#[derive(Clone, Copy)]
+struct DirMeta {
+    owner: Option<(u32, u32)>,
+    mode: libc::mode_t,
+    mtime: libc::timespec,
+}
+
+/// A directory to finish at the end of the layer.
+struct Final {
+    phys: Vec<CString>,
+    /// For messages.
+    entry: String,
+    /// From this layer's header for it; wins over `restore`.
+    meta: Option<DirMeta>,
+    /// Its mode before this layer opened it up.
+    restore: Option<libc::mode_t>,
+}
+
+#[derive(Default)]
+struct LayerState {
+    /// Entries this layer created: parent id ++ name (see `ckey`).
+    created: HashSet<Vec<u8>>,
+    /// Directories with something this layer created below them.
+    live: HashSet<Id>,
+    finals: HashMap<Id, Final>,
+    /// Recently resolved parents by name. Cleared on every removal, the
+    /// only way a resolved name can come to mean something else.
+    cache: VecDeque<(Vec<u8>, Rc<DirHandle>)>,
+}
+
+const CACHE_SLOTS: usize = 8;
+
+fn ckey(parent: Id, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(16 + name.len());
+    k.extend_from_slice(&parent.0.to_ne_bytes());
+    k.extend_from_slice(&parent.1.to_ne_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+/// Metadata of a file, directory or symlink entry.
+struct Meta {
+    mode: libc::mode_t,
+    owner: Option<(u32, u32)>,
+    mtime: libc::timespec,
+    xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+struct Unpacker<'o> {
+    opts: &'o UnpackOptions,
+    rootfs: PathBuf,
+    rootfs_c: CString,
+    /// `O_PATH` handle on the rootfs.
+    root: OwnedFd,
+    root_id: Id,
+    euid: u32,
+    report: UnpackReport,
+    entries: u64,
+    /// Entry data in the tars (sparse files at their stored size).
+    data_seen: u64,
+    buf: Vec<u8>,
+    layer: LayerState,
+}
+
+/// Position and limits of the raw tar stream, shared with the reader the
+/// `tar` crate owns.
+#[derive(Default)]
+struct Track {
+    pos: Cell<u64>,
+    limit: Cell<u64>,
+    eof: Cell<bool>,
+    over: Cell<bool>,
+}
+
+struct Tracked<R> {
+    inner: R,
+    track: Rc<Track>,
+}
+
+impl<R: Read> Read for Tracked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let t = &self.track;
+        let room = t.limit.get().saturating_sub(t.pos.get());
+        if room == 0 && !buf.is_empty() {
+            t.over.set(true);
+            return Err(sys::other(
+                "tar extension headers or trailing data too large",
+            ));
+        }
+        let max = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        if n == 0 && max > 0 {
+            t.eof.set(true);
+        }
+        t.pos.set(t.pos.get() + n as u64);
+        Ok(n)
+    }
+}
+
+fn round_block(n: u64) -> u64 {
+    n.saturating_add(511) & !511
+}
+
+impl<'o> Unpacker<'o> {
+    fn open(rootfs: &Path, opts: &'o UnpackOptions) -> Result<Self, UnpackError> {
+        let root_err = |source| UnpackError::Root {
+            path: rootfs.to_owned(),
+            source,
+        };
+        let rootfs_c = sys::cstring(rootfs.as_os_str().as_bytes()).map_err(root_err)?;
+        // O_PATH: usable whatever the root's mode; O_NOFOLLOW: the caller
+        // gives the real directory.
+        let fd = sys::cvt(unsafe {
+            libc::open(
+                rootfs_c.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        })
+        .map_err(root_err)?;
+        let root = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let st = sys::fstat(root.as_fd()).map_err(root_err)?;
+        Ok(Unpacker {
+            opts,
+            rootfs: rootfs.to_owned(),
+            rootfs_c,
+            root,
+            root_id: sys::id_of(&st),
+            euid: unsafe { libc::geteuid() },
+            report: UnpackReport::default(),
+            entries: 0,
+            data_seen: 0,
+            buf: vec![0; 256 << 10],
+            layer: LayerState::default(),
+        })
+    }
+
+    fn apply(&mut self, layer: impl Read) -> Result<(), UnpackError> {
+        self.layer = LayerState::default();
+        self.unlock_root()?;
+        let track = Rc::new(Track::default());
+        track.limit.set(META_MAX);
+        let mut archive = tar::Archive::new(Tracked {
+            inner: layer,
+            track: track.clone(),
+        });
+        let mut entries = archive.entries().map_err(|source| UnpackError::Tar {
+            at: "the first entry".into(),
+            source,
+        })?;
+        let mut last: Option<String> = None;
+        let after = |last: &Option<String>| match last {
+            Some(n) => format!("the entry after {n}"),
+            None => "the first entry".to_owned(),
+        };
+        loop {
+            let mut entry = match entries.next() {
+                None => break,
+                Some(Ok(e)) => e,
+                Some(Err(source)) => {
+                    return Err(if track.eof.get() {
+                        UnpackError::Truncated {
+                            at: after(&last),
+                            why: format!("the stream ends inside a header ({source})"),
+                        }
+                    } else {
+                        UnpackError::Tar {
+                            at: after(&last),
+                            source,
+                        }
+                    });
+                }
+            };
+            // What the tar crate may read before the next entry: the rest
+            // of this one, then bounded extension headers.
+            track.limit.set(
+                track
+                    .pos
+                    .get()
+                    .saturating_add(round_block(entry.size()))
+                    .saturating_add(META_MAX),
+            );
+            let raw_name = entry.path_bytes().into_owned();
+            let name = shown(&raw_name);
+            self.entries += 1;
+            if self.entries > self.opts.max_entries {
+                return Err(UnpackError::TooManyEntries {
+                    entry: name,
+                    limit: self.opts.max_entries,
+                });
+            }
+            // Data the tar carries counts whether we write it or not (a
+            // "device" with gigabytes of data is read through too).
+            self.data_seen = self.data_seen.saturating_add(entry.size());
+            if self.data_seen > self.opts.max_bytes {
+                return Err(UnpackError::TooLarge {
+                    entry: name,
+                    limit: self.opts.max_bytes,
+                });
+            }
+            self.entry(&mut entry, &raw_name, &name)?;
+            last = Some(name);
+        }
+        if track.eof.get() && track.pos.get() > 0 {
+            return Err(UnpackError::Truncated {
+                at: match &last {
+                    Some(n) => format!("the end, after entry {n}"),
+                    None => "the start".to_owned(),
+                },
+                why: "no end-of-archive marker".into(),
+            });
+        }
+        // Read the padding through: a compressed stream's trailer is
+        // checked and a digesting reader below sees every byte.
+        track.limit.set(track.pos.get().saturating_add(TRAILER_MAX));
+        let mut rest = archive.into_inner();
+        io::copy(&mut rest, &mut io::sink()).map_err(|source| UnpackError::Tar {
+            at: "the end-of-archive marker".into(),
+            source,
+        })?;
+        self.finalize()
+    }
+
+    fn entry(
+        &mut self,
+        entry: &mut tar::Entry<'_, impl Read>,
+        raw_name: &[u8],
+        name: &str,
+    ) -> Result<(), UnpackError> {
+        let kind = entry.header().entry_type();
+        if kind.is_pax_global_extensions() {
+            return Ok(());
+        }
+        let comps = normalise(raw_name).map_err(|why| unsafe_err(name, why))?;
+        if comps.last().is_some_and(|c| c.starts_with(b".wh.")) {
+            return self.whiteout(&comps, name);
+        }
+        // Old tars mark directories by a trailing slash on a type-NUL entry.
+        let legacy_dir = entry.header().as_bytes()[156] == 0 && raw_name.ends_with(b"/");
+        use tar::EntryType as T;
+        match kind {
+            T::Directory => self.dir(entry, &comps, name),
+            T::Regular if legacy_dir => self.dir(entry, &comps, name),
+            T::Regular | T::Continuous | T::GNUSparse => self.file(entry, &comps, name),
+            T::Symlink => self.symlink(entry, &comps, name),
+            T::Link => self.hardlink(entry, &comps, name),
+            T::Char | T::Block | T::Fifo => self.device(&comps, name),
+            other => {
+                self.skip(
+                    name,
+                    format!("unsupported entry type {:?}", other.as_byte() as char),
+                );
+                Ok(())
+            }
+        }
+    }
+
+    fn skip(&mut self, name: &str, why: String) {
+        if self.report.skipped.len() < MAX_SKIPPED_LISTED {
+            self.report.skipped.push((name.to_owned(), why));
+        }
+    }
+
+    /// Mode (setid stripped and counted), owner and times from the header
+    /// and PAX records.
+    fn meta(
+        &mut self,
+        entry: &mut tar::Entry<'_, impl Read>,
+        name: &str,
+        count_setid: bool,
+    ) -> Result<Meta, UnpackError> {
+        let bad = |source| UnpackError::Tar {
+            at: format!("entry {name}"),
+            source,
+        };
+        let h = entry.header();
+        let old = h.as_old();
+        let mut mode = lenient(h.mode().map(u64::from), &old.mode).map_err(bad)? as u32 & 0o7777;
+        if mode & 0o6000 != 0 {
+            mode &= !0o6000;
+            if count_setid {
+                self.report.setid_stripped += 1;
+            }
+        }
+        let uid = lenient(h.uid(), &old.uid).map_err(bad)?;
+        let gid = lenient(h.gid(), &old.gid).map_err(bad)?;
+        let header_mtime = lenient(h.mtime(), &old.mtime).map_err(bad)?;
+        let owner = match self.opts.owner {
+            OwnerMode::Caller => {
+                if (uid, gid) != (0, 0) {
+                    self.report.ids_not_applied += 1;
+                }
+                None
+            }
+            OwnerMode::Preserve {
+                uid_shift,
+                gid_shift,
+            } => {
+                let shift = |id: u64, by: u32, what: &str| {
+                    u32::try_from(id)
+                        .ok()
+                        .and_then(|id| id.checked_add(by))
+                        .filter(|id| *id != u32::MAX)
+                        .ok_or_else(|| {
+                            unsafe_err(
+                                name,
+                                format!("{what} {id} (shifted by {by}) is out of range"),
+                            )
+                        })
+                };
+                Some((shift(uid, uid_shift, "uid")?, shift(gid, gid_shift, "gid")?))
+            }
+        };
+        let mut mtime = sys::timespec(i64::try_from(header_mtime).unwrap_or(i64::MAX), 0);
+        let mut xattrs = Vec::new();
+        if let Some(pax) = entry.pax_extensions().map_err(bad)? {
+            for ext in pax {
+                let ext = ext.map_err(bad)?;
+                let key = ext.key_bytes();
+                if key == b"mtime" {
+                    if let Some(t) = parse_pax_time(ext.value_bytes()) {
+                        mtime = t;
+                    }
+                } else if let Some(x) = key.strip_prefix(b"SCHILY.xattr.") {
+                    xattrs.push((x.to_vec(), ext.value_bytes().to_vec()));
+                }
+            }
+        }
+        Ok(Meta {
+            mode,
+            owner,
+            mtime,
+            xattrs,
+        })
+    }
+
+    /// Sets the xattrs allowed (module docs) on `fd`; counts the rest.
+    fn set_xattrs(&mut self, fd: Option<BorrowedFd>, xattrs: &[(Vec<u8>, Vec<u8>)]) {
+        for (name, value) in xattrs {
+            let allowed = self.opts.keep_xattrs
+                && name.as_slice() != b"security.capability"
+                && !name.starts_with(b"system.")
+                && (!name.starts_with(b"trusted.") || self.euid == 0);
+            let set = allowed
+                && match (fd, CString::new(name.as_slice())) {
+                    (Some(fd), Ok(cname)) => sys::fsetxattr(fd, &cname, value).is_ok(),
+                    _ => false,
+                };
+            if !set {
+                self.report.xattrs_dropped += 1;
+            }
+        }
+    }
+
+    /// Removes `name` in `dir` (a whole tree for a directory).
+    fn remove(&mut self, dir: BorrowedFd, name: &CStr) -> io::Result<bool> {
+        self.layer.cache.clear();
+        sys::remove_tree(dir, name, 0)
+    }
+
+    /// Records that this layer created `name` in `parent`.
+    fn note_created(&mut self, parent: &DirHandle, name: &[u8]) {
+        self.layer.created.insert(ckey(parent.id, name));
+        if !parent.live_marked.get() {
+            self.layer.live.extend(parent.chain.iter().copied());
+            parent.live_marked.set(true);
+        }
+    }
+
+    /// The parent directory of the entry `comps` and its last component.
+    fn parent(
+        &mut self,
+        comps: &[Vec<u8>],
+        name: &str,
+        create: bool,
+    ) -> Result<(Rc<DirHandle>, CString), UnpackError> {
+        let (last, dir) = comps
+            .split_last()
+            .ok_or_else(|| unsafe_err(name, "names the root itself"))?;
+        let parent = self
+            .resolve(dir, create)
+            .map_err(io_err(name, "resolving the parent directory"))?;
+        let last = sys::cstring(last).map_err(io_err(name, "naming"))?;
+        Ok((parent, last))
+    }
+
+    fn file(
+        &mut self,
+        entry: &mut tar::Entry<'_, impl Read>,
+        comps: &[Vec<u8>],
+        name: &str,
+    ) -> Result<(), UnpackError> {
+        let expected = if entry.header().entry_type().is_gnu_sparse() {
+            let gnu = entry.header().as_gnu().ok_or_else(|| UnpackError::Tar {
+                at: format!("entry {name}"),
+                source: sys::other("sparse entry without a GNU header"),
+            })?;
+            gnu.real_size().map_err(|source| UnpackError::Tar {
+                at: format!("entry {name}"),
+                source,
+            })?
+        } else {
+            entry.size()
+        };
+        let too_large = || UnpackError::TooLarge {
+            entry: name.to_owned(),
+            limit: self.opts.max_bytes,
+        };
+        if self.report.bytes.saturating_add(expected) > self.opts.max_bytes {
+            return Err(too_large());
+        }
+        let meta = self.meta(entry, name, true)?;
+        let (parent, last) = self.parent(comps, name, true)?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        let fd = match sys::open_at(parent.fd.as_fd(), &last, flags, 0o600) {
+            Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
+                self.remove(parent.fd.as_fd(), &last)
+                    .map_err(io_err(name, "removing what was there"))?;
+                sys::open_at(parent.fd.as_fd(), &last, flags, 0o600)
+            }
+            r => r,
+        }
+        .map_err(io_err(name, "creating"))?;
+        self.note_created(&parent, last.to_bytes());
+        let file = File::from(fd);
+
+        let mut buf = std::mem::take(&mut self.buf);
+        let copied = self.copy_content(entry, &file, &mut buf, name);
+        self.buf = buf;
+        let copied = copied?;
+        if copied != expected {
+            return Err(UnpackError::Truncated {
+                at: format!("entry {name}"),
+                why: format!("{expected} bytes of content expected, {copied} found"),
+            });
+        }
+        self.report.bytes += copied;
+        self.report.files += 1;
+
+        // Chown first (it clears mode bits), xattrs while the file is still
+        // writable by its owner, then the final mode and times.
+        if let Some((uid, gid)) = meta.owner {
+            sys::fchown(file.as_fd(), uid, gid).map_err(io_err(name, "chown"))?;
+        }
+        self.set_xattrs(Some(file.as_fd()), &meta.xattrs);
+        sys::fchmod(file.as_fd(), meta.mode).map_err(io_err(name, "chmod"))?;
+        sys::futimens(file.as_fd(), &meta.mtime).map_err(io_err(name, "setting times"))?;
+        Ok(())
+    }
+
+    fn copy_content(
+        &self,
+        entry: &mut impl Read,
+        mut file: &File,
+        buf: &mut [u8],
+        name: &str,
+    ) -> Result<u64, UnpackError> {
+        let mut total = 0u64;
+        loop {
+            let n = match entry.read(buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(UnpackError::Tar {
+                        at: format!("entry {name}"),
+                        source,
+                    })
+                }
+            };
+            total += n as u64;
+            if self.report.bytes.saturating_add(total) > self.opts.max_bytes {
+                return Err(UnpackError::TooLarge {
+                    entry: name.to_owned(),
+                    limit: self.opts.max_bytes,
+                });
+            }
+            file.write_all(&buf[..n]).map_err(io_err(name, "writing"))?;
+        }
+        Ok(total)
+    }
+
+    fn dir(
+        &mut self,
+        entry: &mut tar::Entry<'_, impl Read>,
+        comps: &[Vec<u8>],
+        name: &str,
+    ) -> Result<(), UnpackError> {
+        let meta = self.meta(entry, name, true)?;
+        self.report.dirs += 1;
+        let dmeta = DirMeta {
+            owner: meta.owner,
+            mode: meta.mode,
+            mtime: meta.mtime,
+        };
+        if comps.is_empty() {
+            // `./`: the rootfs itself.
+            let fd = sys::reopen_dir_readable(self.root.as_fd()).ok();
+            self.set_xattrs(fd.as_ref().map(|f| f.as_fd()), &meta.xattrs);
+            let id = self.root_id;
+            self.add_final(id, Vec::new(), name, Some(dmeta), None);
+            return Ok(());
+        }
+        let (parent, last) = self.parent(comps, name, true)?;
+        let pfd = parent.fd.as_fd();
+        // 0700 until the end of the layer: its entries must fit in.
+        match sys::mkdir_at(pfd, &last, 0o700) {
+            Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
+                let st = sys::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
+                if !sys::is_dir(&st) {
+                    self.remove(pfd, &last)
+                        .map_err(io_err(name, "removing what was there"))?;
+                    sys::mkdir_at(pfd, &last, 0o700)
+                } else {
+                    Ok(())
+                }
+            }
+            r => r,
+        }
+        .map_err(io_err(name, "creating directory"))?;
+        let st = sys::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
+        self.note_created(&parent, last.to_bytes());
+        if !meta.xattrs.is_empty() {
+            let fd = sys::open_at(
+                pfd,
+                &last,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            )
+            .ok();
+            self.set_xattrs(fd.as_ref().map(|f| f.as_fd()), &meta.xattrs);
+        }
+        let mut phys = parent.phys.clone();
+        phys.push(last);
+        self.add_final(sys::id_of(&st), phys, name, Some(dmeta), None);
+        Ok(())
+    }
+
+    /// Records a directory to finish; a header's metadata replaces an
+    /// earlier one, a restore mode never replaces anything. An entry for
+    /// the same inode at another path is stale (a directory removed
+    /// earlier in the layer whose inode number came back) and is dropped.
+    fn add_final(
+        &mut self,
+        id: Id,
+        phys: Vec<CString>,
+        name: &str,
+        meta: Option<DirMeta>,
+        restore: Option<libc::mode_t>,
+    ) {
+        let fresh = |phys| Final {
+            phys,
+            entry: name.to_owned(),
+            meta: None,
+            restore: None,
+        };
+        let f = match self.layer.finals.entry(id) {
+            Entry::Occupied(o) if o.get().phys != phys => {
+                let f = o.into_mut();
+                *f = fresh(phys);
+                f
+            }
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => v.insert(fresh(phys)),
+        };
+        if meta.is_some() {
+            f.meta = meta;
+            f.entry = name.to_owned();
+        }
+        if f.restore.is_none() {
+            f.restore = restore;
+        }
+    }
+
+    fn symlink(
+        &mut self,
+        entry: &mut tar::Entry<'_, impl Read>,
+        comps: &[Vec<u8>],
+        name: &str,
+    ) -> Result<(), UnpackError> {
+        let target = entry
+            .link_name_bytes()
+            .map(|t| t.into_owned())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| unsafe_err(name, "symlink without a target"))?;
+        // The target is kept as text; resolving it is left to whoever
+        // reads the rootfs (and to our in-root resolution of parents).
+        let target = CString::new(target).map_err(|_| unsafe_err(name, "NUL in symlink target"))?;
+        let meta = self.meta(entry, name, false)?;
+        let (parent, last) = self.parent(comps, name, true)?;
+        let pfd = parent.fd.as_fd();
+        match sys::symlink_at(&target, pfd, &last) {
+            Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
+                self.remove(pfd, &last)
+                    .map_err(io_err(name, "removing what was there"))?;
+                sys::symlink_at(&target, pfd, &last)
+            }
+            r => r,
+        }
+        .map_err(io_err(name, "creating symlink"))?;
+        self.note_created(&parent, last.to_bytes());
+        if let Some((uid, gid)) = meta.owner {
+            sys::chown_at(pfd, &last, uid, gid).map_err(io_err(name, "chown"))?;
+        }
+        sys::times_at(pfd, &last, &meta.mtime).map_err(io_err(name, "setting times"))?;
+        // user.* is not allowed on symlinks; none are set.
+        self.set_xattrs(None, &meta.xattrs);
+        self.report.symlinks += 1;
+        Ok(())
+    }
+
+    fn hardlink(
+        &mut self,
+        entry: &mut tar::Entry<'_, impl Read>,
+        comps: &[Vec<u8>],
+        name: &str,
+    ) -> Result<(), UnpackError> {
+        let target = entry
+            .link_name_bytes()
+            .map(|t| t.into_owned())
+            .ok_or_else(|| unsafe_err(name, "hard link without a target"))?;
+        let tshown = shown(&target);
+        let tcomps = normalise(&target)
+            .map_err(|why| unsafe_err(name, format!("hard link target {tshown}: {why}")))?;
+        let (tlast, tdir) = tcomps
+            .split_last()
+            .ok_or_else(|| unsafe_err(name, "hard link to the root"))?;
+        let missing = || {
+            unsafe_err(
+                name,
+                format!("hard link target {tshown} is not in the rootfs"),
+            )
+        };
+        let tparent = match self.resolve(tdir, false) {
+            Ok(p) => p,
+            Err(e) if sys::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR]) => return Err(missing()),
+            Err(e) => return Err(io_err(name, "resolving the hard link target")(e)),
+        };
+        let tlast = sys::cstring(tlast).map_err(io_err(name, "naming"))?;
+        let tst = sys::lstat_opt(tparent.fd.as_fd(), &tlast)
+            .map_err(io_err(name, "stat of the hard link target"))?
+            .ok_or_else(missing)?;
+        if sys::file_type(&tst) != libc::S_IFREG {
+            return Err(unsafe_err(
+                name,
+                format!("hard link target {tshown} is not a regular file"),
+            ));
+        }
+        let (parent, last) = self.parent(comps, name, true)?;
+        let pfd = parent.fd.as_fd();
+        match sys::link_at(tparent.fd.as_fd(), &tlast, pfd, &last) {
+            Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
+                let st = sys::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
+                if sys::id_of(&st) == sys::id_of(&tst) {
+                    // Already that very file (a link to itself).
+                    Ok(())
+                } else {
+                    self.remove(pfd, &last)
+                        .map_err(io_err(name, "removing what was there"))?;
+                    sys::link_at(tparent.fd.as_fd(), &tlast, pfd, &last)
+                }
+            }
+            r => r,
+        }
+        .map_err(io_err(name, "creating hard link"))?;
+        self.note_created(&parent, last.to_bytes());
+        self.report.hardlinks += 1;
+        Ok(())
+    }
+
+    fn device(&mut self, comps: &[Vec<u8>], name: &str) -> Result<(), UnpackError> {
+        let (parent, last) = self.parent(comps, name, true)?;
+        self.remove(parent.fd.as_fd(), &last)
+            .map_err(io_err(name, "removing what was there"))?;
+        self.report.devices_dropped += 1;
+        Ok(())
+    }
+
+    fn whiteout(&mut self, comps: &[Vec<u8>], name: &str) -> Result<(), UnpackError> {
+        let (last, dir) = comps
+            .split_last()
+            .ok_or_else(|| unsafe_err(name, "names the root itself"))?;
+        if last.as_slice() == b".wh..wh..opq" {
+            // The layer has this directory: make it if it is missing.
+            let d = self
+                .resolve(dir, true)
+                .map_err(io_err(name, "resolving the opaque directory"))?;
+            let mut phys = d.phys.clone();
+            self.layer.cache.clear();
+            self.prune(d.fd.as_fd(), d.id, &mut phys, 0)
+                .map_err(io_err(name, "emptying the opaque directory"))?;
+            self.report.opaque_dirs += 1;
+            return Ok(());
+        }
+        if last.starts_with(b".wh..wh.") {
+            self.skip(name, "aufs metadata".into());
+            return Ok(());
+        }
+        let target = &last[4..];
+        if matches!(target, b"" | b"." | b"..") {
+            return Err(unsafe_err(name, "whiteout of nothing, `.` or `..`"));
+        }
+        self.report.whiteouts += 1;
+        let parent = match self.resolve(dir, false) {
+            Ok(p) => p,
+            // Nothing there to hide.
+            Err(e) if sys::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR]) => return Ok(()),
+            Err(e) => return Err(io_err(name, "resolving the parent directory")(e)),
+        };
+        let ctarget = sys::cstring(target).map_err(io_err(name, "naming"))?;
+        if !self.layer.created.contains(&ckey(parent.id, target)) {
+            self.remove(parent.fd.as_fd(), &ctarget)
+                .map_err(io_err(name, "removing"))?;
+            return Ok(());
+        }
+        // This layer made it: the whiteout hides only what earlier layers
+        // had, which for a directory is the part of its content this layer
+        // did not create.
+        let st = sys::lstat_opt(parent.fd.as_fd(), &ctarget).map_err(io_err(name, "stat"))?;
+        if st.as_ref().is_some_and(sys::is_dir) {
+            let mut all = dir.to_vec();
+            all.push(target.to_vec());
+            let d = self
+                .resolve(&all, false)
+                .map_err(io_err(name, "resolving"))?;
+            let mut phys = d.phys.clone();
+            self.layer.cache.clear();
+            self.prune(d.fd.as_fd(), d.id, &mut phys, 0)
+                .map_err(io_err(name, "removing earlier layers' content"))?;
+        }
+        Ok(())
+    }
+
+    /// Removes from `dir` everything this layer did not create, keeping
+    /// (and pruning in turn) directories this layer created or created
+    /// something in.
+    fn prune(
+        &mut self,
+        dir: BorrowedFd,
+        dir_id: Id,
+        phys: &mut Vec<CString>,
+        depth: u32,
+    ) -> io::Result<()> {
+        let names = {
+            let rd = sys::reopen_dir_readable(dir)?;
+            sys::read_names(rd.as_fd())?
+        };
+        for child in names {
+            let Some(st) = sys::lstat_opt(dir, &child)? else {
+                continue;
+            };
+            let made = self.layer.created.contains(&ckey(dir_id, child.to_bytes()));
+            let keep = made || (sys::is_dir(&st) && self.layer.live.contains(&sys::id_of(&st)));
+            if !keep {
+                sys::remove_tree(dir, &child, depth + 1)?;
+                continue;
+            }
+            if sys::is_dir(&st) {
+                if depth + 1 >= sys::MAX_REMOVE_DEPTH {
+                    return Err(sys::other("directory tree nested too deep"));
+                }
+                let sub = sys::open_dir_path(dir, &child)?;
+                phys.push(child);
+                self.unlock_dir(dir, phys, &st);
+                self.prune(sub.as_fd(), sys::id_of(&st), phys, depth + 1)?;
+                phys.pop();
+            }
+        }
+        Ok(())
+    }
+
+    /// Unprivileged, a directory without owner rwx (left so by an earlier
+    /// layer) is opened up for this layer and its mode restored at the
+    /// end. `phys` names it; `parent` holds it. Best effort: a failure
+    /// shows as EACCES where it matters.
+    fn unlock_dir(&mut self, parent: BorrowedFd, phys: &[CString], st: &libc::stat) {
+        if st.st_mode & 0o700 == 0o700 || st.st_uid != self.euid {
+            return;
+        }
+        let Some(last) = phys.last() else {
+            return;
+        };
+        let old = st.st_mode & 0o7777;
+        if sys::chmod_at(parent, last, old | 0o700).is_ok() {
+            let name = shown(&phys_bytes(phys));
+            self.add_final(sys::id_of(st), phys.to_vec(), &name, None, Some(old));
+        }
+    }
+
+    fn unlock_root(&mut self) -> Result<(), UnpackError> {
+        let st = sys::fstat(self.root.as_fd()).map_err(|source| UnpackError::Root {
+            path: self.rootfs.clone(),
+            source,
+        })?;
+        if st.st_mode & 0o700 == 0o700 || st.st_uid != self.euid {
+            return Ok(());
+        }
+        let old = st.st_mode & 0o7777;
+        self.root_chmod(old | 0o700)
+            .map_err(|source| UnpackError::Root {
+                path: self.rootfs.clone(),
+                source,
+            })?;
+        let id = self.root_id;
+        self.add_final(id, Vec::new(), ".", None, Some(old));
+        Ok(())
+    }
+
+    /// The rootfs itself is changed through the caller's path (trusted,
+    /// checked to still be our root): Linux cannot chmod an `O_PATH` fd.
+    fn root_check(&self) -> io::Result<()> {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        sys::cvt(unsafe { libc::lstat(self.rootfs_c.as_ptr(), st.as_mut_ptr()) })?;
+        let st = unsafe { st.assume_init() };
+        if sys::is_dir(&st) && sys::id_of(&st) == self.root_id {
+            Ok(())
+        } else {
+            Err(sys::other("the rootfs path no longer names the rootfs"))
+        }
+    }
+
+    fn root_chmod(&self, mode: libc::mode_t) -> io::Result<()> {
+        self.root_check()?;
+        sys::cvt(unsafe { libc::chmod(self.rootfs_c.as_ptr(), mode) }).map(drop)
+    }
+
+    /// Gives the directories of this layer their final owner, mode and
+    /// times, and restores the ones it opened up; deepest first, so each
+    /// is still reachable. A directory removed or replaced later in the
+    /// layer is skipped.
+    fn finalize(&mut self) -> Result<(), UnpackError> {
+        let mut finals: Vec<(Id, Final)> = self.layer.finals.drain().collect();
+        finals.sort_by_key(|f| std::cmp::Reverse(f.1.phys.len()));
+        for (id, f) in finals {
+            let Some((last, dir)) = f.phys.split_last() else {
+                self.finish_root(&f)?;
+                continue;
+            };
+            let parent = match self.reopen(dir) {
+                Ok(p) => p,
+                Err(e) if sys::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR, libc::ELOOP]) => {
+                    continue
+                }
+                Err(e) => return Err(io_err(&f.entry, "finishing directory")(e)),
+            };
+            let pfd = parent.as_fd();
+            let st = sys::lstat_opt(pfd, last).map_err(io_err(&f.entry, "stat"))?;
+            if !st.is_some_and(|st| sys::is_dir(&st) && sys::id_of(&st) == id) {
+                continue;
+            }
+            if let Some(m) = f.meta {
+                if let Some((uid, gid)) = m.owner {
+                    sys::chown_at(pfd, last, uid, gid).map_err(io_err(&f.entry, "chown"))?;
+                }
+                sys::chmod_at(pfd, last, m.mode).map_err(io_err(&f.entry, "chmod"))?;
+                sys::times_at(pfd, last, &m.mtime).map_err(io_err(&f.entry, "setting times"))?;
+            } else if let Some(mode) = f.restore {
+                sys::chmod_at(pfd, last, mode).map_err(io_err(&f.entry, "restoring mode"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_root(&self, f: &Final) -> Result<(), UnpackError> {
+        let root_err = |source| UnpackError::Root {
+            path: self.rootfs.clone(),
+            source,
+        };
+        if let Some(m) = f.meta {
+            if let Some((uid, gid)) = m.owner {
+                self.root_check().map_err(root_err)?;
+                sys::cvt(unsafe {
+                    libc::fchownat(
+                        libc::AT_FDCWD,
+                        self.rootfs_c.as_ptr(),
+                        uid,
+                        gid,
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                })
+                .map_err(root_err)?;
+            }
+            self.root_chmod(m.mode).map_err(root_err)?;
+            let times = [m.mtime, m.mtime];
+            sys::cvt(unsafe {
+                libc::utimensat(
+                    libc::AT_FDCWD,
+                    self.rootfs_c.as_ptr(),
+                    times.as_ptr(),
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
+            })
+            .map_err(root_err)?;
+        } else if let Some(mode) = f.restore {
+            self.root_chmod(mode).map_err(root_err)?;
+        }
+        Ok(())
+    }
+}
+
+/// A numeric header field; a blank one (NULs and spaces, as some writers
+/// leave unused fields) reads as 0, as GNU tar and Go read it.
+fn lenient(parsed: io::Result<u64>, raw: &[u8]) -> io::Result<u64> {
+    match parsed {
+        Err(_) if raw.iter().all(|b| *b == 0 || *b == b' ') => Ok(0),
+        r => r,
+    }
+}
+
+fn phys_bytes(phys: &[CString]) -> Vec<u8> {
+    let parts: Vec<&[u8]> = phys.iter().map(|c| c.to_bytes()).collect();
+    parts.join(&b'/')
+}
+
+/// A PAX time (`[-]seconds[.fraction]`).
+fn parse_pax_time(v: &[u8]) -> Option<libc::timespec> {
+    let s = std::str::from_utf8(v).ok()?;
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
+    if secs.is_empty() || !secs.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs: i64 = secs.parse().ok()?;
+    let mut nanos: u32 = 0;
+    for (i, d) in frac.bytes().take(9).enumerate() {
+        nanos += u32::from(d - b'0') * 10u32.pow(8 - i as u32);
+    }
+    if !neg {
+        return Some(sys::timespec(secs, nanos));
+    }
+    // -1.25 is 1.25 s before the epoch: tv_sec -2, tv_nsec 0.75 s.
+    Some(if nanos == 0 {
+        sys::timespec(-secs, 0)
+    } else {
+        sys::timespec(-secs - 1, 1_000_000_000 - nanos)
+    })
+}

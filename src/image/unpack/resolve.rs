@@ -1,0 +1,136 @@
+//! Resolving directory names inside the rootfs, symlinks included, the way
+//! `openat2(RESOLVE_IN_ROOT)` does (see the parent module's docs), but in
+//! user space so the physical path taken is known.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::rc::Rc;
+
+use super::sys::{self, Id};
+use super::{ckey, DirHandle, OwnerMode, Unpacker, CACHE_SLOTS, MAX_DEPTH};
+
+/// Symlinks followed while resolving one name (the kernel's own limit).
+const MAX_SYMLINKS: u32 = 40;
+
+impl Unpacker<'_> {
+    /// The directory named by `comps` (normalised entry-name components),
+    /// resolved inside the rootfs. With `create`, missing directories the
+    /// name itself mentions are made (0755, owned as the layer's root); a
+    /// missing directory reached through a symlink's target is ENOENT.
+    pub(super) fn resolve(&mut self, comps: &[Vec<u8>], create: bool) -> io::Result<Rc<DirHandle>> {
+        let key = comps.join(&b'/');
+        if let Some((_, h)) = self.layer.cache.iter().find(|(k, _)| *k == key) {
+            return Ok(h.clone());
+        }
+        let h = Rc::new(self.walk(comps, create)?);
+        if self.layer.cache.len() >= CACHE_SLOTS {
+            self.layer.cache.pop_back();
+        }
+        self.layer.cache.push_front((key, h.clone()));
+        Ok(h)
+    }
+
+    fn walk(&mut self, comps: &[Vec<u8>], create: bool) -> io::Result<DirHandle> {
+        let mut cur = self.root_dup()?;
+        let mut phys: Vec<CString> = Vec::new();
+        let mut chain: Vec<Id> = vec![self.root_id];
+        // Components still to walk, and whether each may be created.
+        let mut queue: VecDeque<(Vec<u8>, bool)> =
+            comps.iter().map(|c| (c.clone(), create)).collect();
+        let mut links = 0u32;
+        while let Some((comp, may_create)) = queue.pop_front() {
+            match comp.as_slice() {
+                b"" | b"." => continue,
+                b".." => {
+                    // The physical parent; the root is its own parent.
+                    if phys.pop().is_some() {
+                        chain.pop();
+                        cur = self.reopen(&phys)?;
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let name = sys::cstring(&comp)?;
+            let cur_id = chain[chain.len() - 1];
+            match sys::open_dir_path(cur.as_fd(), &name) {
+                Ok(fd) => {
+                    let st = sys::fstat(fd.as_fd())?;
+                    phys.push(name);
+                    if phys.len() > MAX_DEPTH {
+                        return Err(sys::other(format!(
+                            "directories nested deeper than {MAX_DEPTH} levels"
+                        )));
+                    }
+                    self.unlock_dir(cur.as_fd(), &phys, &st);
+                    chain.push(sys::id_of(&st));
+                    cur = fd;
+                }
+                Err(e) if sys::errno_is(&e, &[libc::ENOTDIR, libc::ELOOP]) => {
+                    let st = sys::lstat_at(cur.as_fd(), &name)?;
+                    if sys::file_type(&st) != libc::S_IFLNK {
+                        // A file in the way.
+                        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+                    }
+                    links += 1;
+                    if links > MAX_SYMLINKS {
+                        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                    }
+                    let target = sys::readlink_at(cur.as_fd(), &name)?;
+                    if target.first() == Some(&b'/') {
+                        // Absolute: from the rootfs, not the host's root.
+                        phys.clear();
+                        chain.truncate(1);
+                        cur = self.root_dup()?;
+                    }
+                    for c in target.split(|b| *b == b'/').rev() {
+                        queue.push_front((c.to_vec(), false));
+                    }
+                }
+                Err(e) if may_create && sys::errno_is(&e, &[libc::ENOENT]) => {
+                    match sys::mkdir_at(cur.as_fd(), &name, 0o755) {
+                        Ok(()) => {
+                            if let OwnerMode::Preserve {
+                                uid_shift,
+                                gid_shift,
+                            } = self.opts.owner
+                            {
+                                sys::chown_at(cur.as_fd(), &name, uid_shift, gid_shift)?;
+                            }
+                            self.layer.created.insert(ckey(cur_id, &comp));
+                        }
+                        Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {}
+                        Err(e) => return Err(e),
+                    }
+                    // Open it next, without creating again.
+                    queue.push_front((comp, false));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(DirHandle {
+            fd: cur,
+            id: chain[chain.len() - 1],
+            phys,
+            chain,
+            live_marked: Cell::new(false),
+        })
+    }
+
+    /// A new `O_PATH` handle on the rootfs.
+    fn root_dup(&self) -> io::Result<OwnedFd> {
+        sys::open_at(self.root.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0)
+    }
+
+    /// The directory at a physical path, following nothing.
+    pub(super) fn reopen(&self, phys: &[CString]) -> io::Result<OwnedFd> {
+        let mut cur = self.root_dup()?;
+        for n in phys {
+            cur = sys::open_dir_path(cur.as_fd(), n)?;
+        }
+        Ok(cur)
+    }
+}

@@ -1,0 +1,1216 @@
+//! Hostile layers built in memory. Everything runs as root and as an
+//! unprivileged user (`setpriv --reuid=65534 ...`); tests needing root say
+//! so and return early otherwise.
+
+use super::*;
+use crate::image::digest::DigestReader;
+use std::fs;
+use std::io::{BufReader, Cursor};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+use tar::{EntryType, Header};
+
+/// A scratch directory holding `root/` (the rootfs) and room beside it
+/// for sentinels; removed on drop, read-only directories included.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "cbrun-unpack-test-{}-{}-{}",
+            std::process::id(),
+            tag,
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        rm_rf(&p);
+        fs::create_dir_all(p.join("root")).unwrap();
+        Scratch(p)
+    }
+    fn root(&self) -> PathBuf {
+        self.0.join("root")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        rm_rf(&self.0);
+    }
+}
+
+fn rm_rf(p: &Path) {
+    fn open_up(p: &Path) {
+        if let Ok(m) = fs::symlink_metadata(p) {
+            if m.is_dir() {
+                let _ = fs::set_permissions(p, fs::Permissions::from_mode(0o700));
+                if let Ok(rd) = fs::read_dir(p) {
+                    for e in rd.flatten() {
+                        open_up(&e.path());
+                    }
+                }
+            }
+        }
+    }
+    if fs::remove_dir_all(p).is_err() {
+        open_up(p);
+        let _ = fs::remove_dir_all(p);
+    }
+}
+
+fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+const MTIME: u64 = 1_600_000_000;
+
+/// A layer tar written header by header, with no validation of names.
+struct L {
+    b: tar::Builder<Vec<u8>>,
+    ids: (u64, u64),
+    pax: Vec<(String, Vec<u8>)>,
+}
+
+impl L {
+    fn new() -> L {
+        L {
+            b: tar::Builder::new(Vec::new()),
+            ids: (0, 0),
+            pax: Vec::new(),
+        }
+    }
+    fn ids(mut self, uid: u64, gid: u64) -> L {
+        self.ids = (uid, gid);
+        self
+    }
+    /// PAX records for the next entry.
+    fn pax(mut self, key: &str, value: &[u8]) -> L {
+        self.pax.push((key.to_owned(), value.to_vec()));
+        self
+    }
+    fn raw(mut self, kind: EntryType, name: &[u8], link: &[u8], data: &[u8], mode: u32) -> L {
+        if name.len() > 100 {
+            self.pax.push(("path".into(), name.to_vec()));
+        }
+        if link.len() > 100 {
+            self.pax.push(("linkpath".into(), link.to_vec()));
+        }
+        if !self.pax.is_empty() {
+            let recs: Vec<(&str, &[u8])> = self
+                .pax
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_slice()))
+                .collect();
+            self.b.append_pax_extensions(recs).unwrap();
+            self.pax.clear();
+        }
+        let mut h = Header::new_ustar();
+        h.set_entry_type(kind);
+        h.set_size(data.len() as u64);
+        h.set_mode(mode);
+        h.set_uid(self.ids.0);
+        h.set_gid(self.ids.1);
+        h.set_mtime(MTIME);
+        let n = name.len().min(100);
+        h.as_old_mut().name[..n].copy_from_slice(&name[..n]);
+        let n = link.len().min(100);
+        h.as_old_mut().linkname[..n].copy_from_slice(&link[..n]);
+        h.set_cksum();
+        self.b.append(&h, data).unwrap();
+        self
+    }
+    fn dir(self, name: &str, mode: u32) -> L {
+        self.raw(EntryType::Directory, name.as_bytes(), b"", b"", mode)
+    }
+    fn file(self, name: &str, data: &str) -> L {
+        self.raw(
+            EntryType::Regular,
+            name.as_bytes(),
+            b"",
+            data.as_bytes(),
+            0o644,
+        )
+    }
+    fn file_mode(self, name: &str, data: &str, mode: u32) -> L {
+        self.raw(
+            EntryType::Regular,
+            name.as_bytes(),
+            b"",
+            data.as_bytes(),
+            mode,
+        )
+    }
+    fn symlink(self, name: &str, target: &str) -> L {
+        self.raw(
+            EntryType::Symlink,
+            name.as_bytes(),
+            target.as_bytes(),
+            b"",
+            0o777,
+        )
+    }
+    fn hardlink(self, name: &str, target: &str) -> L {
+        self.raw(
+            EntryType::Link,
+            name.as_bytes(),
+            target.as_bytes(),
+            b"",
+            0o644,
+        )
+    }
+    fn done(self) -> Vec<u8> {
+        self.b.into_inner().unwrap()
+    }
+}
+
+fn opts() -> UnpackOptions {
+    UnpackOptions::default()
+}
+
+fn apply(root: &Path, layers: &[&[u8]]) -> Result<UnpackReport, UnpackError> {
+    apply_layers(root, layers.iter().map(|l| Cursor::new(*l)), &opts())
+}
+
+fn read(p: &Path) -> String {
+    fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn exists(p: &Path) -> bool {
+    fs::symlink_metadata(p).is_ok()
+}
+
+fn mode(p: &Path) -> u32 {
+    fs::symlink_metadata(p).unwrap().mode() & 0o7777
+}
+
+/// Every name below `p`, sorted, relative.
+fn listing(p: &Path) -> Vec<String> {
+    fn walk(base: &Path, p: &Path, out: &mut Vec<String>) {
+        for e in fs::read_dir(p).unwrap().flatten() {
+            let path = e.path();
+            out.push(path.strip_prefix(base).unwrap().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                walk(base, &path, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(p, p, &mut out);
+    out.sort();
+    out
+}
+
+fn inner(e: &UnpackError) -> &UnpackError {
+    e.innermost()
+}
+
+#[test]
+fn basic_tree() {
+    let s = Scratch::new("basic");
+    let l = L::new()
+        .dir("./", 0o755)
+        .dir("a/", 0o750)
+        .file("a/f", "hello")
+        .symlink("a/l", "f")
+        .hardlink("a/h", "a/f")
+        .file("x/y/z", "implicit parents")
+        .file_mode("a/exec", "#!/bin/sh\n", 0o755)
+        .done();
+    let r = apply(&s.root(), &[&l]).unwrap();
+    let root = s.root();
+    assert_eq!(read(&root.join("a/f")), "hello");
+    assert_eq!(fs::read_link(root.join("a/l")).unwrap(), Path::new("f"));
+    assert_eq!(read(&root.join("a/l")), "hello");
+    let (f, h) = (
+        fs::metadata(root.join("a/f")).unwrap(),
+        fs::metadata(root.join("a/h")).unwrap(),
+    );
+    assert_eq!((f.ino(), f.nlink()), (h.ino(), 2));
+    assert_eq!(read(&root.join("x/y/z")), "implicit parents");
+    assert_eq!(mode(&root.join("x")), 0o755);
+    assert_eq!(mode(&root.join("a")), 0o750);
+    assert_eq!(mode(&root.join("a/f")), 0o644);
+    assert_eq!(mode(&root.join("a/exec")), 0o755);
+    assert_eq!(mode(&root), 0o755);
+    // mtimes kept, directories' too (their entries came after them).
+    for p in ["a", "a/f", "a/exec", "."] {
+        assert_eq!(
+            fs::symlink_metadata(root.join(p)).unwrap().mtime(),
+            MTIME as i64,
+            "{p}"
+        );
+    }
+    assert_eq!(
+        fs::symlink_metadata(root.join("a/l")).unwrap().mtime(),
+        MTIME as i64
+    );
+    assert_eq!(
+        (r.files, r.dirs, r.symlinks, r.hardlinks, r.bytes),
+        (3, 2, 1, 1, 5 + 16 + 10)
+    );
+    assert!(r.skipped.is_empty());
+    // Owned by the caller in Caller mode.
+    let me = unsafe { libc::geteuid() };
+    assert_eq!(fs::metadata(root.join("a/f")).unwrap().uid(), me);
+}
+
+#[test]
+fn whiteout_of_a_file_and_of_a_dir() {
+    let s = Scratch::new("wh");
+    let l1 = L::new()
+        .file("a/f", "1")
+        .file("a/g", "1")
+        .file("d/sub/deep", "1")
+        .file("keep", "1")
+        .done();
+    let l2 = L::new()
+        .file("a/.wh.f", "")
+        .file(".wh.d", "")
+        .file("a/.wh.missing", "")
+        .done();
+    let r = apply(&s.root(), &[&l1, &l2]).unwrap();
+    assert_eq!(listing(&s.root()), ["a", "a/g", "keep"]);
+    assert_eq!(r.whiteouts, 3);
+    // A whiteout under a parent that does not exist is a no-op.
+    let l3 = L::new().file("nope/deeper/.wh.x", "").done();
+    apply(&s.root(), &[&l3]).unwrap();
+    assert!(!exists(&s.root().join("nope")));
+}
+
+#[test]
+fn opaque_dir_keeps_same_layer_entries_before_and_after_marker() {
+    let s = Scratch::new("opq");
+    let l1 = L::new()
+        .file("d/old", "lower")
+        .file("d/sub/old2", "lower")
+        .file("d/gone/x", "lower")
+        .file("d/made/x", "lower")
+        .file("other/keep", "lower")
+        .done();
+    let l2 = L::new()
+        .file("d/before", "upper")
+        // Into a lower directory without an entry for it: the directory
+        // stays, its lower content goes.
+        .file("d/sub/new", "upper")
+        // An entry for a lower directory: same.
+        .dir("d/made/", 0o755)
+        .file("d/.wh..wh..opq", "")
+        .file("d/after", "upper")
+        .done();
+    let r = apply(&s.root(), &[&l1, &l2]).unwrap();
+    assert_eq!(
+        listing(&s.root()),
+        [
+            "d",
+            "d/after",
+            "d/before",
+            "d/made",
+            "d/sub",
+            "d/sub/new",
+            "other",
+            "other/keep"
+        ]
+    );
+    assert_eq!(r.opaque_dirs, 1);
+    // The marker itself is never created.
+    assert!(!exists(&s.root().join("d/.wh..wh..opq")));
+
+    // A marker for a directory no layer had yet makes it.
+    let l3 = L::new().file("fresh/.wh..wh..opq", "").done();
+    apply(&s.root(), &[&l3]).unwrap();
+    assert!(s.root().join("fresh").is_dir());
+
+    // An opaque root.
+    let l4 = L::new().file("only", "x").file(".wh..wh..opq", "").done();
+    apply(&s.root(), &[&l4]).unwrap();
+    assert_eq!(listing(&s.root()), ["only"]);
+}
+
+#[test]
+fn same_layer_whiteout_hides_only_lower_content() {
+    let s = Scratch::new("samewh");
+    let l1 = L::new().file("d/old", "lower").file("f", "lower").done();
+    let l2 = L::new()
+        .dir("d/", 0o755)
+        .file("d/new", "upper")
+        .file(".wh.d", "")
+        .file("f", "upper")
+        .file(".wh.f", "")
+        .file(".wh.g", "")
+        .file("g", "upper, after its whiteout")
+        .done();
+    apply(&s.root(), &[&l1, &l2]).unwrap();
+    assert_eq!(listing(&s.root()), ["d", "d/new", "f", "g"]);
+    assert_eq!(read(&s.root().join("f")), "upper");
+}
+
+#[test]
+fn planted_symlink_cannot_lead_outside() {
+    let s = Scratch::new("escape");
+    let outside = s.0.join("outside");
+    fs::create_dir(&outside).unwrap();
+    fs::write(outside.join("victim"), "orig").unwrap();
+    let abs = outside.to_str().unwrap().to_owned();
+    let root = s.root();
+
+    // Layer 1 plants links to the real outside directory, absolute and
+    // by climbing.
+    let l1 = L::new()
+        .symlink("esc", &abs)
+        .symlink("up", "../../../../../../../../..")
+        .symlink("climb_out", &format!("../../../../../../../..{abs}"))
+        .symlink("etc", "/etc")
+        .done();
+    apply(&root, &[&l1]).unwrap();
+    // Writing through them: the targets do not exist inside the rootfs
+    // (and directories named only by a link's target are not made), so
+    // these fail, and nothing outside changes.
+    // Inside the rootfs, `etc -> /etc` is a link to itself.
+    for (name, why) in [
+        ("esc/victim", "No such file or directory"),
+        ("climb_out/victim", "No such file or directory"),
+        (
+            "etc/cbrun-unpack-test-sentinel",
+            "Too many levels of symbolic links",
+        ),
+    ] {
+        let l2 = L::new().file(name, "pwned").done();
+        let e = apply(&root, &[&l2]).unwrap_err();
+        assert!(e.to_string().contains(why), "{name}: {e}");
+    }
+    // Planted and written through in the same layer: the same.
+    let l2 = L::new()
+        .symlink("same", &abs)
+        .file("same/victim", "pwned")
+        .done();
+    let e = apply(&root, &[&l2]).unwrap_err();
+    assert!(e.to_string().contains("same/victim"), "{e}");
+    // `up` stops at the rootfs; the rest of the name is the entry's own,
+    // so its directories are made, inside.
+    let l2 = L::new().file(&format!("up/up{abs}/victim"), "up").done();
+    apply(&root, &[&l2]).unwrap();
+    let inside = root.join(abs.trim_start_matches('/'));
+    assert_eq!(read(&inside.join("victim")), "up");
+    assert_eq!(read(&outside.join("victim")), "orig");
+    assert!(!exists(Path::new("/etc/cbrun-unpack-test-sentinel")));
+
+    // Now that the rootfs has directories at those paths, the same writes
+    // land inside it.
+    let l3 = L::new().dir("etc/", 0o755).done();
+    // `etc/` replaces the `etc` symlink itself (never followed).
+    apply(&root, &[&l3]).unwrap();
+    assert!(fs::symlink_metadata(root.join("etc")).unwrap().is_dir());
+    let l4 = L::new()
+        .file("esc/victim", "esc")
+        .file("climb_out/other", "climb")
+        .file("up/etc/passwd", "in-root passwd")
+        .done();
+    apply(&root, &[&l4]).unwrap();
+    assert_eq!(read(&inside.join("victim")), "esc");
+    assert_eq!(read(&inside.join("other")), "climb");
+    assert_eq!(read(&root.join("etc/passwd")), "in-root passwd");
+    assert_eq!(read(&outside.join("victim")), "orig");
+    assert!(!exists(&outside.join("other")));
+    assert!(!exists(Path::new("/etc/cbrun-unpack-test-sentinel")));
+}
+
+#[test]
+fn dotdot_and_absolute_names() {
+    let s = Scratch::new("dotdot");
+    let root = s.root();
+    for bad in ["../evil", "a/../../evil", "./../evil", "/../evil"] {
+        let l = L::new().file(bad, "x").done();
+        let e = apply(&root, &[&l]).unwrap_err();
+        assert!(
+            matches!(inner(&e), UnpackError::Unsafe { .. }),
+            "{bad}: {e}"
+        );
+        assert!(e.to_string().contains("evil"), "{e}");
+    }
+    assert!(!exists(&s.0.join("evil")));
+    let l = L::new()
+        .file("a/../b", "b")
+        .file("/abs/file", "abs")
+        .file("./c", "c")
+        .file("//d///e/./f", "f")
+        .done();
+    apply(&root, &[&l]).unwrap();
+    assert_eq!(
+        listing(&root),
+        ["abs", "abs/file", "b", "c", "d", "d/e", "d/e/f"]
+    );
+    // A NUL can only come through PAX.
+    let l = L::new().pax("path", b"x\0y").file("ignored", "x").done();
+    let e = apply(&root, &[&l]).unwrap_err();
+    assert!(e.to_string().contains("NUL"), "{e}");
+    // Non-directories cannot name the root.
+    let l = L::new().file("./", "x").done();
+    let e = apply(&root, &[&l]).unwrap_err();
+    assert!(e.to_string().contains("root"), "{e}");
+}
+
+#[test]
+fn symlinked_parents_resolve_inside_the_root() {
+    let s = Scratch::new("inroot");
+    let root = s.root();
+    let l1 = L::new()
+        .dir("real/", 0o755)
+        .dir("real/deeper/", 0o755)
+        .symlink("abs", "/real")
+        .symlink("rel", "real")
+        .symlink("climb", "../../../../real")
+        .symlink("chain", "abs")
+        .symlink("real/deeper/back", "../../abs/deeper")
+        .symlink("loop1", "loop2")
+        .symlink("loop2", "loop1")
+        .symlink("file_link", "real/f0")
+        .file("real/f0", "f0")
+        .done();
+    let l2 = L::new()
+        .file("abs/f1", "1")
+        .file("rel/f2", "2")
+        .file("climb/f3", "3")
+        .file("chain/f4", "4")
+        .file("real/deeper/back/f5", "5")
+        .file("abs/newdir/f6", "6")
+        .done();
+    apply(&root, &[&l1, &l2]).unwrap();
+    for (p, c) in [
+        ("real/f1", "1"),
+        ("real/f2", "2"),
+        ("real/f3", "3"),
+        ("real/f4", "4"),
+        ("real/deeper/f5", "5"),
+        ("real/newdir/f6", "6"),
+    ] {
+        assert_eq!(read(&root.join(p)), c, "{p}");
+    }
+    let l3 = L::new().file("loop1/x", "x").done();
+    let e = apply(&root, &[&l3]).unwrap_err();
+    assert!(e.to_string().contains("symbolic links"), "{e}");
+    let l4 = L::new().file("file_link/x", "x").done();
+    let e = apply(&root, &[&l4]).unwrap_err();
+    assert!(e.to_string().contains("Not a directory"), "{e}");
+    // The links themselves are untouched.
+    assert_eq!(fs::read_link(root.join("abs")).unwrap(), Path::new("/real"));
+}
+
+/// Our resolution against the kernel's `openat2(RESOLVE_IN_ROOT)`.
+#[test]
+fn resolution_matches_openat2_in_root() {
+    let s = Scratch::new("openat2");
+    let root = s.root();
+    let l = L::new()
+        .dir("a/", 0o755)
+        .dir("a/b/", 0o755)
+        .dir("c/", 0o755)
+        .symlink("a/up", "..")
+        .symlink("a/b/abs", "/c")
+        .symlink("a/b/far", "../../../../../../a/b")
+        .symlink("c/toa", "../a/b/far/../..")
+        .symlink("selfloop", "selfloop")
+        .symlink("dotty", "./a/./b/../b/")
+        .symlink("a/b/rootlink", "/")
+        .file("c/file", "x")
+        .done();
+    apply(&root, &[&l]).unwrap();
+    let names = [
+        "a",
+        "a/up",
+        "a/up/a/up/c",
+        "a/b/abs",
+        "a/b/far",
+        "a/b/far/abs",
+        "c/toa",
+        "c/toa/c",
+        "dotty",
+        "dotty/rootlink/a",
+        "a/b/rootlink",
+        "selfloop",
+        "c/file",
+        "missing",
+        "a/b/abs/missing",
+    ];
+    let rootfd = std::fs::File::open(&root).unwrap();
+    let o = UnpackOptions::default();
+    let mut u = Unpacker::open(&root, &o).unwrap();
+    let mut compared = 0;
+    for n in names {
+        let comps: Vec<Vec<u8>> = n.split('/').map(|c| c.as_bytes().to_vec()).collect();
+        let ours = u.resolve(&comps, false).map(|h| h.id);
+        let cn = CString::new(n).unwrap();
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
+        how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                std::os::fd::AsRawFd::as_raw_fd(&rootfd),
+                cn.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            if sys::errno_is(&e, &[libc::ENOSYS, libc::EPERM]) {
+                eprintln!("skipped: no openat2 here");
+                return;
+            }
+            let ours = ours.expect_err(n);
+            assert_eq!(ours.raw_os_error(), e.raw_os_error(), "{n}: {ours} vs {e}");
+        } else {
+            let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+            let st = sys::fstat(fd.as_fd()).unwrap();
+            assert_eq!(ours.unwrap(), sys::id_of(&st), "{n}");
+            compared += 1;
+        }
+    }
+    assert!(compared >= 8, "{compared}");
+}
+
+#[test]
+fn hard_links_resolve_inside_the_root() {
+    let s = Scratch::new("hard");
+    let root = s.root();
+    let outside = s.0.join("outside");
+    fs::create_dir(&outside).unwrap();
+    fs::write(outside.join("victim"), "orig").unwrap();
+    let abs = outside.to_str().unwrap().to_owned();
+    let host_passwd = fs::metadata("/etc/passwd").ok();
+    let l1 = L::new()
+        .file("etc/passwd", "in-root")
+        .symlink("lnk", "/etc")
+        .symlink("out", &abs)
+        .symlink("sym", "/etc/passwd")
+        .dir("adir/", 0o755)
+        .done();
+    let l2 = L::new()
+        .hardlink("x", "/etc/passwd")
+        .hardlink("y", "lnk/passwd")
+        .hardlink("z", "./etc/../etc/passwd")
+        .done();
+    let r = apply(&root, &[&l1, &l2]).unwrap();
+    assert_eq!(r.hardlinks, 3);
+    let ino = fs::metadata(root.join("etc/passwd")).unwrap().ino();
+    for n in ["x", "y", "z"] {
+        assert_eq!(fs::metadata(root.join(n)).unwrap().ino(), ino, "{n}");
+        assert_eq!(read(&root.join(n)), "in-root");
+    }
+    for (target, why) in [
+        ("/etc/shadow", "not in the rootfs"),
+        ("out/victim", "not in the rootfs"),
+        ("../../etc/passwd", "leads out of the root"),
+        ("sym", "not a regular file"),
+        ("adir", "not a regular file"),
+        ("/", "root"),
+    ] {
+        let l = L::new().hardlink("bad", target).done();
+        let e = apply(&root, &[&l]).unwrap_err();
+        assert!(
+            matches!(inner(&e), UnpackError::Unsafe { .. }),
+            "{target}: {e}"
+        );
+        assert!(e.to_string().contains(why), "{target}: {e}");
+    }
+    assert!(!exists(&root.join("bad")));
+    assert_eq!(fs::metadata(outside.join("victim")).unwrap().nlink(), 1);
+    if let Some(m) = host_passwd {
+        assert_eq!(fs::metadata("/etc/passwd").unwrap().nlink(), m.nlink());
+    }
+    // A link to itself is a no-op.
+    let l = L::new().hardlink("x", "x").done();
+    apply(&root, &[&l]).unwrap();
+    assert_eq!(read(&root.join("x")), "in-root");
+}
+
+#[test]
+fn devices_and_fifos_are_dropped() {
+    let s = Scratch::new("dev");
+    let root = s.root();
+    let l1 = L::new().file("dev/null", "a lower file").done();
+    let l2 = L::new()
+        .raw(EntryType::Char, b"dev/null", b"", b"", 0o666)
+        .raw(EntryType::Block, b"dev/sda", b"", b"", 0o660)
+        .raw(EntryType::Fifo, b"run/fifo", b"", b"", 0o600)
+        .done();
+    let r = apply(&root, &[&l1, &l2]).unwrap();
+    assert_eq!(r.devices_dropped, 3);
+    assert_eq!(listing(&root), ["dev", "run"]);
+}
+
+#[test]
+fn setid_bits_are_stripped_sticky_kept() {
+    let s = Scratch::new("setid");
+    let root = s.root();
+    let l = L::new()
+        .file_mode("suid", "x", 0o4755)
+        .file_mode("sgid", "x", 0o2711)
+        .dir("sgdir/", 0o2775)
+        .dir("tmp/", 0o1777)
+        .symlink("link", "suid")
+        .done();
+    let r = apply(&root, &[&l]).unwrap();
+    assert_eq!(r.setid_stripped, 3);
+    assert_eq!(mode(&root.join("suid")), 0o755);
+    assert_eq!(mode(&root.join("sgid")), 0o711);
+    assert_eq!(mode(&root.join("sgdir")), 0o775);
+    assert_eq!(mode(&root.join("tmp")), 0o1777);
+}
+
+#[test]
+fn replacing_entries() {
+    let s = Scratch::new("replace");
+    let root = s.root();
+    let outside = s.0.join("outside");
+    fs::create_dir(&outside).unwrap();
+    let l1 = L::new()
+        .file("p/deep/f", "1")
+        .file("q", "file")
+        .symlink("r", outside.to_str().unwrap())
+        .file("h1", "one")
+        .hardlink("h2", "h1")
+        .file("s/x", "1")
+        .dir("m/", 0o700)
+        .file("m/a", "a")
+        .done();
+    let l2 = L::new()
+        .file("p", "file over a tree")
+        .dir("q/", 0o755)
+        .dir("r/", 0o755)
+        .file("r/inside", "1")
+        .file("h1", "new")
+        .symlink("s", "q")
+        .dir("m/", 0o755)
+        .file("m/b", "b")
+        .done();
+    apply(&root, &[&l1, &l2]).unwrap();
+    assert_eq!(read(&root.join("p")), "file over a tree");
+    assert!(root.join("q").is_dir());
+    assert!(fs::symlink_metadata(root.join("r")).unwrap().is_dir());
+    assert!(!exists(&outside.join("inside")));
+    assert_eq!(read(&root.join("h1")), "new");
+    // The lower file's other link kept the old content.
+    assert_eq!(read(&root.join("h2")), "one");
+    assert_eq!(fs::read_link(root.join("s")).unwrap(), Path::new("q"));
+    // Directory over directory: merged, the newer mode.
+    assert_eq!(read(&root.join("m/a")), "a");
+    assert_eq!(read(&root.join("m/b")), "b");
+    assert_eq!(mode(&root.join("m")), 0o755);
+}
+
+#[test]
+fn read_only_directories_are_filled_and_kept() {
+    let s = Scratch::new("ro");
+    let root = s.root();
+    let l1 = L::new()
+        .dir("ro/", 0o555)
+        .file_mode("ro/f", "f", 0o444)
+        .dir("ro/sub/", 0o500)
+        .file("ro/sub/g", "g")
+        .done();
+    apply(&root, &[&l1]).unwrap();
+    assert_eq!(mode(&root.join("ro")), 0o555);
+    assert_eq!(mode(&root.join("ro/sub")), 0o500);
+    assert_eq!(mode(&root.join("ro/f")), 0o444);
+    assert_eq!(fs::metadata(root.join("ro")).unwrap().mtime(), MTIME as i64);
+    // Later layers write into them, whiteout in them, and leave the
+    // modes as they were.
+    let l2 = L::new()
+        .file("ro/new", "n")
+        .file("ro/sub/h", "h")
+        .file("ro/.wh.f", "")
+        .done();
+    apply(&root, &[&l2]).unwrap();
+    assert_eq!(listing(&root.join("ro")), ["new", "sub", "sub/g", "sub/h"]);
+    assert_eq!(mode(&root.join("ro")), 0o555);
+    assert_eq!(mode(&root.join("ro/sub")), 0o500);
+    let l3 = L::new().file("ro/sub/.wh..wh..opq", "").done();
+    apply(&root, &[&l3]).unwrap();
+    assert_eq!(listing(&root.join("ro")), ["new", "sub"]);
+    assert_eq!(mode(&root.join("ro/sub")), 0o500);
+    // And a whole read-only tree can be removed.
+    let l4 = L::new().file(".wh.ro", "").done();
+    apply(&root, &[&l4]).unwrap();
+    assert_eq!(listing(&root), Vec::<String>::new());
+    // A read-only rootfs root too.
+    let l5 = L::new().dir("./", 0o555).done();
+    apply(&root, &[&l5]).unwrap();
+    assert_eq!(mode(&root), 0o555);
+    let l6 = L::new().file("later", "x").done();
+    apply(&root, &[&l6]).unwrap();
+    assert_eq!(mode(&root), 0o555);
+    assert_eq!(read(&root.join("later")), "x");
+}
+
+#[test]
+fn gzip_and_zstd_layers() {
+    let s = Scratch::new("compress");
+    let root = s.root();
+    let l1 = L::new().file("gz", "gzip").done();
+    let l2 = L::new().file("zst", "zstd").done();
+    let l3 = L::new().file("plain", "none").done();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&l1).unwrap();
+    let gz = gz.finish().unwrap();
+    let zst = zstd::encode_all(&l2[..], 3).unwrap();
+    for (blob, want) in [
+        (&gz, Compression::Gzip),
+        (&zst, Compression::Zstd),
+        (&l3, Compression::None),
+    ] {
+        let mut r = BufReader::new(&blob[..]);
+        assert_eq!(detect(&mut r).unwrap(), want);
+        // detect consumed nothing.
+        assert_eq!(r.fill_buf().unwrap().len(), blob.len());
+    }
+    // Through a reader that hands out one byte at a time, with a
+    // one-byte buffer: the magic still has to be found.
+    struct Trickle<'a>(&'a [u8]);
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() || buf.is_empty() {
+                return Ok(0);
+            }
+            buf[0] = self.0[0];
+            self.0 = &self.0[1..];
+            Ok(1)
+        }
+    }
+    let layers: Vec<Box<dyn Read>> = vec![
+        decompress(BufReader::new(&gz[..])).unwrap(),
+        decompress(BufReader::with_capacity(1, Trickle(&zst))).unwrap(),
+        decompress(BufReader::with_capacity(1, Trickle(&l3))).unwrap(),
+    ];
+    let r = apply_layers(&root, layers, &opts()).unwrap();
+    assert_eq!(r.files, 3);
+    assert_eq!(read(&root.join("gz")), "gzip");
+    assert_eq!(read(&root.join("zst")), "zstd");
+    assert_eq!(read(&root.join("plain")), "none");
+
+    // The whole compressed stream is read, so a digest of it is complete.
+    let mut dr = DigestReader::new(&gz[..]);
+    apply_layer(&root, decompress(BufReader::new(&mut dr)).unwrap(), &opts()).unwrap();
+    let (d, n) = dr.finish();
+    assert_eq!(n, gz.len() as u64);
+    assert_eq!(d, crate::image::digest::Digest::of_bytes(&gz));
+
+    // A corrupt gzip trailer (CRC) is noticed after the last entry.
+    let mut bad = gz.clone();
+    let crc_at = bad.len() - 8;
+    bad[crc_at] ^= 0xff;
+    let e = apply_layer(
+        &root,
+        decompress(BufReader::new(&bad[..])).unwrap(),
+        &opts(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, UnpackError::Tar { .. }), "{e}");
+
+    let xz = [0xfd, b'7', b'z', b'X', b'Z', 0];
+    let e = decompress(BufReader::new(&xz[..])).err().unwrap();
+    assert!(e.to_string().contains("xz"), "{e}");
+}
+
+#[test]
+fn truncated_and_corrupt_tars() {
+    let s = Scratch::new("trunc");
+    let root = s.root();
+    let big = "x".repeat(10_000);
+    let full = L::new().file("first", "1").file("big", &big).done();
+    // Cut inside big's content.
+    let cut = &full[..512 * 3 + 5000];
+    let e = apply(&root, &[cut]).unwrap_err();
+    assert!(matches!(inner(&e), UnpackError::Truncated { .. }), "{e}");
+    assert!(e.to_string().contains("big"), "{e}");
+    // Cut inside big's header.
+    let cut = &full[..512 * 2 + 100];
+    let e = apply(&root, &[cut]).unwrap_err();
+    assert!(matches!(inner(&e), UnpackError::Truncated { .. }), "{e}");
+    assert!(e.to_string().contains("after first"), "{e}");
+    // Cut exactly after an entry: no end-of-archive marker.
+    let cut = &full[..512 * 2];
+    let e = apply(&root, &[cut]).unwrap_err();
+    assert!(e.to_string().contains("end-of-archive"), "{e}");
+    // A damaged header.
+    let mut bad = full.clone();
+    bad[512 * 2 + 10] ^= 0x55;
+    let e = apply(&root, &[&bad]).unwrap_err();
+    assert!(matches!(inner(&e), UnpackError::Tar { .. }), "{e}");
+    assert!(e.to_string().contains("checksum"), "{e}");
+    // An empty stream is an empty layer.
+    let r = apply(&root, &[b""]).unwrap();
+    assert_eq!(r, UnpackReport::default());
+}
+
+#[test]
+fn huge_extension_headers_are_refused() {
+    let s = Scratch::new("paxbomb");
+    let mut h = Header::new_ustar();
+    h.set_entry_type(EntryType::XHeader);
+    let body = vec![b'a'; 8 << 20];
+    h.set_size(body.len() as u64);
+    h.set_cksum();
+    let mut b = tar::Builder::new(Vec::new());
+    b.append(&h, &body[..]).unwrap();
+    let l = b.into_inner().unwrap();
+    let e = apply(&s.root(), &[&l]).unwrap_err();
+    assert!(e.to_string().contains("too large"), "{e}");
+    // A GNU long name too.
+    let mut h = Header::new_gnu();
+    h.set_entry_type(EntryType::GNULongName);
+    h.set_size(body.len() as u64);
+    h.set_cksum();
+    let mut b = tar::Builder::new(Vec::new());
+    b.append(&h, &body[..]).unwrap();
+    let l = b.into_inner().unwrap();
+    let e = apply(&s.root(), &[&l]).unwrap_err();
+    assert!(e.to_string().contains("too large"), "{e}");
+}
+
+#[test]
+fn long_names_and_pax_records() {
+    let s = Scratch::new("long");
+    let root = s.root();
+    let long_dir = "d".repeat(120);
+    let long = format!("{long_dir}/{}", "f".repeat(200));
+    // GNU long names through the builder, PAX through our helper.
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = Header::new_gnu();
+    h.set_size(3);
+    h.set_mode(0o644);
+    b.append_data(&mut h, format!("gnu/{long}"), &b"gnu"[..])
+        .unwrap();
+    let mut h = Header::new_gnu();
+    h.set_entry_type(EntryType::Symlink);
+    h.set_size(0);
+    b.append_link(
+        &mut h,
+        "gnu/link",
+        format!("{long_dir}/{}", "t".repeat(150)),
+    )
+    .unwrap();
+    let gnu = b.into_inner().unwrap();
+    let pax = L::new()
+        .pax("mtime", b"1700000000.5")
+        .file(&format!("pax/{long}"), "pax")
+        .pax("mtime", b"-1.25")
+        .file("old", "before 1970")
+        .done();
+    apply(&root, &[&gnu, &pax]).unwrap();
+    assert_eq!(read(&root.join(format!("gnu/{long}"))), "gnu");
+    assert_eq!(
+        fs::read_link(root.join("gnu/link"))
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .len(),
+        120 + 1 + 150
+    );
+    let m = fs::metadata(root.join(format!("pax/{long}"))).unwrap();
+    assert_eq!((m.mtime(), m.mtime_nsec()), (1_700_000_000, 500_000_000));
+    let m = fs::metadata(root.join("old")).unwrap();
+    assert_eq!((m.mtime(), m.mtime_nsec()), (-2, 750_000_000));
+}
+
+#[test]
+fn ownership_caller_mode_counts_ids() {
+    let s = Scratch::new("caller");
+    let root = s.root();
+    let l = L::new()
+        .file("root_owned", "x")
+        .ids(1000, 1000)
+        .file("user_owned", "x")
+        .dir("udir/", 0o755)
+        .done();
+    let r = apply(&root, &[&l]).unwrap();
+    assert_eq!(r.ids_not_applied, 2);
+    let me = unsafe { libc::geteuid() };
+    for n in ["root_owned", "user_owned", "udir"] {
+        assert_eq!(fs::metadata(root.join(n)).unwrap().uid(), me, "{n}");
+    }
+}
+
+#[test]
+fn ownership_preserve_mode_shifts_ids() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Scratch::new("preserve");
+    let root = s.root();
+    let l = L::new()
+        .ids(0, 0)
+        .dir("./", 0o755)
+        .ids(1000, 2000)
+        .dir("home/u/", 0o700)
+        .file_mode("home/u/f", "x", 0o4750)
+        .symlink("home/u/l", "f")
+        .file("implicit/parent/f", "x")
+        .done();
+    let o = UnpackOptions {
+        owner: OwnerMode::Preserve {
+            uid_shift: 100_000,
+            gid_shift: 200_000,
+        },
+        ..opts()
+    };
+    let r = apply_layer(&root, Cursor::new(&l), &o).unwrap();
+    assert_eq!(r.ids_not_applied, 0);
+    let ids = |p: &str| {
+        let m = fs::symlink_metadata(root.join(p)).unwrap();
+        (m.uid(), m.gid())
+    };
+    assert_eq!(ids("."), (100_000, 200_000));
+    assert_eq!(ids("home/u"), (101_000, 202_000));
+    assert_eq!(ids("home/u/f"), (101_000, 202_000));
+    assert_eq!(ids("home/u/l"), (101_000, 202_000));
+    assert_eq!(ids("implicit"), (100_000, 200_000));
+    assert_eq!(ids("implicit/parent/f"), (101_000, 202_000));
+    // Chown did not bring setuid back; the mode is applied after it.
+    assert_eq!(mode(&root.join("home/u/f")), 0o750);
+    assert_eq!(mode(&root.join("home/u")), 0o700);
+    // An id that would overflow (or become -1) is refused.
+    let l = L::new()
+        .ids(u32::MAX as u64 - 100_000, 0)
+        .file("x", "x")
+        .done();
+    let e = apply_layer(&root, Cursor::new(&l), &o).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+}
+
+fn get_xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
+    let cp = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let cn = CString::new(name).unwrap();
+    let mut buf = vec![0u8; 256];
+    let n =
+        unsafe { libc::lgetxattr(cp.as_ptr(), cn.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return None;
+    }
+    buf.truncate(n as usize);
+    Some(buf)
+}
+
+#[test]
+fn xattrs_by_namespace() {
+    let s = Scratch::new("xattr");
+    let root = s.root();
+    // Does this filesystem take user xattrs at all?
+    let probe = s.0.join("probe");
+    fs::write(&probe, "").unwrap();
+    let cp = CString::new(probe.as_os_str().as_bytes()).unwrap();
+    if unsafe { libc::setxattr(cp.as_ptr(), c"user.t".as_ptr(), b"1".as_ptr().cast(), 1, 0) } != 0 {
+        eprintln!("skipped: no user xattrs on {}", s.0.display());
+        return;
+    }
+    let l = L::new()
+        .pax("SCHILY.xattr.user.color", b"blue")
+        .pax("SCHILY.xattr.security.capability", b"\x01\x00\x00\x02")
+        .pax("SCHILY.xattr.trusted.t", b"t")
+        .pax("SCHILY.xattr.system.posix_acl_access", b"\x02\x00\x00\x00")
+        .file_mode("f", "x", 0o444)
+        .pax("SCHILY.xattr.user.d", b"dir")
+        .dir("d/", 0o555)
+        .pax("SCHILY.xattr.user.l", b"link")
+        .symlink("l", "f")
+        .done();
+    let r = apply(&root, &[&l]).unwrap();
+    assert_eq!(get_xattr(&root.join("f"), "user.color").unwrap(), b"blue");
+    assert_eq!(get_xattr(&root.join("d"), "user.d").unwrap(), b"dir");
+    assert!(get_xattr(&root.join("f"), "security.capability").is_none());
+    assert!(get_xattr(&root.join("l"), "user.l").is_none());
+    // security.capability, the ACL and the symlink's always; trusted.*
+    // unless root (and it took).
+    let trusted_set = get_xattr(&root.join("f"), "trusted.t").is_some();
+    if is_root() {
+        assert!(trusted_set);
+        assert_eq!(r.xattrs_dropped, 3);
+    } else {
+        assert!(!trusted_set);
+        assert_eq!(r.xattrs_dropped, 4);
+    }
+
+    let s2 = Scratch::new("xattr-off");
+    let o = UnpackOptions {
+        keep_xattrs: false,
+        ..opts()
+    };
+    let r = apply_layer(&s2.root(), Cursor::new(&l), &o).unwrap();
+    assert_eq!(r.xattrs_dropped, 6);
+    assert!(get_xattr(&s2.root().join("f"), "user.color").is_none());
+}
+
+#[test]
+fn limits_hold_across_layers() {
+    let s = Scratch::new("limits");
+    let root = s.root();
+    let a = "a".repeat(600);
+    let l1 = L::new().file("one", &a).done();
+    let l2 = L::new().file("two", &a).done();
+    let o = UnpackOptions {
+        max_bytes: 1000,
+        ..opts()
+    };
+    let e = apply_layers(&root, [Cursor::new(&l1), Cursor::new(&l2)], &o).unwrap_err();
+    assert!(matches!(e, UnpackError::Layer { index: 2, .. }), "{e}");
+    assert!(
+        matches!(inner(&e), UnpackError::TooLarge { limit: 1000, entry } if entry == "two"),
+        "{e}"
+    );
+    assert!(
+        e.to_string().starts_with("layer 2: layer entry two:"),
+        "{e}"
+    );
+
+    // Data no file takes counts too.
+    let l = L::new()
+        .raw(EntryType::Char, b"dev/zero", b"", &[0u8; 1500], 0o666)
+        .done();
+    let e = apply_layer(&root, Cursor::new(&l), &o).unwrap_err();
+    assert!(matches!(e, UnpackError::TooLarge { .. }), "{e}");
+
+    let l = L::new().file("a", "").file("b", "").file("c", "").done();
+    let o = UnpackOptions {
+        max_entries: 2,
+        ..opts()
+    };
+    let e = apply_layer(&root, Cursor::new(&l), &o).unwrap_err();
+    assert!(
+        matches!(&e, UnpackError::TooManyEntries { limit: 2, entry } if entry == "c"),
+        "{e}"
+    );
+}
+
+#[test]
+fn reports_sum_and_other_types_are_skipped() {
+    let s = Scratch::new("sum");
+    let root = s.root();
+    let l1 = L::new().file("a", "12").done();
+    let l2 = L::new()
+        .file("b", "345")
+        .raw(EntryType::new(b'V'), b"volume", b"", b"", 0)
+        .file(".wh..wh.plnk", "")
+        .done();
+    let r = apply(&root, &[&l1, &l2]).unwrap();
+    assert_eq!((r.files, r.bytes), (2, 5));
+    assert_eq!(r.skipped.len(), 2, "{:?}", r.skipped);
+    assert!(r.skipped[0].1.contains("unsupported"));
+    assert_eq!(listing(&root), ["a", "b"]);
+    fn serializable<T: serde::Serialize>(_: &T) {}
+    serializable(&r);
+}
+
+#[test]
+fn many_small_files_are_fast() {
+    let s = Scratch::new("many");
+    let root = s.root();
+    let mut b = tar::Builder::new(Vec::new());
+    let n = 100_000;
+    for i in 0..n {
+        let mut h = Header::new_ustar();
+        h.set_size(2);
+        h.set_mode(0o644);
+        h.set_mtime(MTIME);
+        b.append_data(&mut h, format!("d{:03}/f{i}", i % 1000), &b"hi"[..])
+            .unwrap();
+    }
+    let l = b.into_inner().unwrap();
+    let t = Instant::now();
+    let r = apply(&root, &[&l]).unwrap();
+    let took = t.elapsed();
+    eprintln!("100k tiny files applied in {took:.2?}");
+    assert_eq!(r.files, n);
+    assert_eq!(read(&root.join("d123/f5123")), "hi");
+    // Whiteout the lot: opaque root in a second layer.
+    let t = Instant::now();
+    let l2 = L::new().file(".wh..wh..opq", "").done();
+    apply(&root, &[&l2]).unwrap();
+    eprintln!("and removed in {:.2?}", t.elapsed());
+    assert!(listing(&root).is_empty());
+    assert!(took.as_secs() < 60, "{took:?}");
+}
+
+#[test]
+fn legacy_directory_entries() {
+    let s = Scratch::new("legacy");
+    let root = s.root();
+    // Type NUL with a trailing slash: a directory in old tars.
+    let mut h = Header::new_old();
+    h.as_old_mut().name[..4].copy_from_slice(b"old/");
+    h.as_old_mut().linkflag[0] = 0;
+    h.set_mode(0o755);
+    h.set_size(0);
+    h.set_cksum();
+    let mut b = tar::Builder::new(Vec::new());
+    b.append(&h, &b""[..]).unwrap();
+    let l = b.into_inner().unwrap();
+    let r = apply(&root, &[&l]).unwrap();
+    assert_eq!(r.dirs, 1);
+    assert!(root.join("old").is_dir());
+}
+
+#[test]
+fn rootfs_must_be_a_real_directory() {
+    let s = Scratch::new("rootfs");
+    std::os::unix::fs::symlink(s.root(), s.0.join("link")).unwrap();
+    let l = L::new().file("a", "x").done();
+    let e = apply(&s.0.join("link"), &[&l]).unwrap_err();
+    assert!(matches!(e, UnpackError::Root { .. }), "{e}");
+    let e = apply(&s.0.join("missing"), &[&l]).unwrap_err();
+    assert!(matches!(e, UnpackError::Root { .. }), "{e}");
+}
+
+#[test]
+fn sparse_and_large_files() {
+    let s = Scratch::new("sparse");
+    let src = s.0.join("src");
+    fs::create_dir(&src).unwrap();
+    // A file with a 4 MiB hole, as GNU sparse entries.
+    let f = fs::File::create(src.join("holey")).unwrap();
+    f.set_len(4 << 20).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(b"end", 4 << 20).unwrap();
+    f.write_all_at(b"start", 0).unwrap();
+    drop(f);
+    // And a large plain file: far more content than the extension-header
+    // budget, which must not apply to content.
+    let big: Vec<u8> = (0..(9u32 << 20)).map(|i| (i % 251) as u8).collect();
+    fs::write(src.join("big"), &big).unwrap();
+    let mut b = tar::Builder::new(Vec::new());
+    b.sparse(true);
+    b.append_path_with_name(src.join("holey"), "holey").unwrap();
+    b.append_path_with_name(src.join("big"), "big").unwrap();
+    let l = b.into_inner().unwrap();
+    let mut a = tar::Archive::new(&l[..]);
+    let kinds: Vec<EntryType> = a
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().header().entry_type())
+        .collect();
+    assert_eq!(kinds, [EntryType::GNUSparse, EntryType::Regular]);
+    let r = apply(&s.root(), &[&l]).unwrap();
+    let got = fs::read(s.root().join("holey")).unwrap();
+    assert_eq!(got.len(), (4 << 20) + 3);
+    assert!(got.starts_with(b"start") && got.ends_with(b"end"));
+    assert_eq!(fs::read(s.root().join("big")).unwrap(), big);
+    assert_eq!(r.bytes, (4 << 20) + 3 + big.len() as u64);
+}
+
+#[test]
+fn directories_finish_even_when_inodes_are_reused() {
+    let s = Scratch::new("reuse");
+    let root = s.root();
+    let l1 = L::new().dir("ro/", 0o555).file("ro/f", "f").done();
+    apply(&root, &[&l1]).unwrap();
+    // `ro` is opened up, then removed; new directories may get its inode
+    // number back.
+    let mut l2 = L::new().file("ro/g", "g").file(".wh.ro", "");
+    for i in 0..20 {
+        l2 = l2.dir(&format!("new{i}/"), 0o751);
+    }
+    apply(&root, &[&l2.done()]).unwrap();
+    for i in 0..20 {
+        assert_eq!(mode(&root.join(format!("new{i}"))), 0o751, "new{i}");
+    }
+}
