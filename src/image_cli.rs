@@ -79,6 +79,44 @@ pub enum ImageCmd {
     },
     /// Unpack an image's layers into its shared root (done on first use anyway).
     Unpack { name: String },
+    /// Build a base image from a recipe under rootfs/ (busybox, or Debian
+    /// with mmdebstrap) and import it (or only write the OCI layout).
+    Bootstrap {
+        recipe: PathBuf,
+        /// Write the OCI layout here instead of importing it.
+        #[arg(long, value_name = "DIR")]
+        layout: Option<PathBuf>,
+        /// mmdebstrap mode: auto, root, unshare, fakechroot.
+        #[arg(long, default_value = "auto")]
+        mode: String,
+        /// Store it under this name (default: the recipe's name:tag).
+        #[arg(long, value_name = "NAME[:TAG]")]
+        tag: Option<String>,
+        /// Where mmdebstrap builds its chroot (a tmpfs is much faster).
+        #[arg(long, value_name = "DIR")]
+        tmpdir: Option<PathBuf>,
+    },
+    /// Build an agent image from a case (recipe base + install/build
+    /// commands + resources) or from a standalone recipe file (.toml).
+    Build {
+        /// A case folder or a recipe file.
+        source: PathBuf,
+        /// Use this base image instead of the recipe's (after mapping).
+        #[arg(long, value_name = "NAME[:TAG]")]
+        base: Option<String>,
+        /// Base-image mapping (TOML: published name = local image); default rootfs/base-images.toml.
+        #[arg(long, value_name = "FILE")]
+        base_map: Option<PathBuf>,
+        /// Where resources are looked up (by sha256) and downloaded to.
+        #[arg(long, value_name = "DIR")]
+        resource_cache: Option<PathBuf>,
+        #[arg(long, default_value_t = 3600.0, value_name = "SECS")]
+        timeout: f64,
+        #[arg(long)]
+        no_cache: bool,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn store() -> Result<Store> {
@@ -232,6 +270,110 @@ pub fn run(cmd: ImageCmd) -> Result<i32> {
                 pulled.blobs_skipped
             );
             println!("{iref} {d}");
+        }
+        ImageCmd::Bootstrap {
+            recipe,
+            layout,
+            mode,
+            tag,
+            tmpdir,
+        } => {
+            use cbrun::image::bootstrap;
+            let r = bootstrap::load_recipe(&recipe)?;
+            let mut opts = bootstrap::BootstrapOptions::from_env()?;
+            opts.mode = mode
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--mode: {e}"))?;
+            opts.tmpdir = tmpdir;
+            let name = tag.unwrap_or_else(|| format!("{}:{}", r.name, r.tag));
+            match layout {
+                Some(out) => {
+                    let rep = bootstrap::bootstrap(&r, &out, &opts)?;
+                    eprintln!(
+                        "cbrun: bootstrap: {} in {:.1} s ({} compressed, {} uncompressed)",
+                        out.display(),
+                        rep.seconds,
+                        human(rep.layer_bytes),
+                        human(rep.uncompressed_bytes)
+                    );
+                    println!("{} {}", out.display(), rep.manifest_digest);
+                }
+                None => {
+                    let s = store()?;
+                    let out = s.temp_path("bootstrap");
+                    let rep = bootstrap::bootstrap(&r, &out, &opts);
+                    let imported = rep.and_then(|rep| {
+                        Ok((rep, import(&s, &out, &name, &ImportOptions::default())))
+                    });
+                    let _ = cbrun::image::store::remove_tree(&out);
+                    let (rep, imp) = imported?;
+                    let imp = imp?;
+                    eprintln!(
+                        "cbrun: bootstrap: {} in {:.1} s ({} compressed, {} uncompressed)",
+                        imp.reference,
+                        rep.seconds,
+                        human(rep.layer_bytes),
+                        human(rep.uncompressed_bytes)
+                    );
+                    println!("{} {}", imp.reference, imp.manifest_digest);
+                }
+            }
+        }
+        ImageCmd::Build {
+            source,
+            base,
+            base_map,
+            resource_cache,
+            timeout,
+            no_cache,
+            json,
+        } => {
+            use cbrun::image::build;
+            if !timeout.is_finite() || timeout <= 0.0 {
+                anyhow::bail!("--timeout: {timeout}: must be a positive number of seconds");
+            }
+            let plan = if source.is_dir() {
+                let case = cbrun::case::load(&source)?;
+                build::plan_for_case(&case)
+            } else {
+                build::plan_for_recipe(&source)?
+            };
+            let map = match &base_map {
+                Some(p) => build::parse_base_map(
+                    &std::fs::read_to_string(p)
+                        .with_context(|| format!("--base-map {}", p.display()))?,
+                    &p.display().to_string(),
+                )?,
+                None => build::parse_base_map(build::DEFAULT_BASE_MAP, "rootfs/base-images.toml")?,
+            };
+            let s = store()?;
+            let host = cbrun::sandbox::run::HostView::detect();
+            let r = build::build(
+                &s,
+                &plan,
+                &build::BuildOptions {
+                    base_override: base,
+                    base_map: map,
+                    resource_cache,
+                    timeout: std::time::Duration::from_secs_f64(timeout),
+                    no_cache,
+                },
+                &host,
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                eprintln!(
+                    "cbrun: build: {} in {:.2} s{}",
+                    if r.cache_hit { "cache hit" } else { "built" },
+                    r.seconds,
+                    r.log
+                        .as_ref()
+                        .map(|l| format!("; log {}", l.display()))
+                        .unwrap_or_default()
+                );
+                println!("{} {}", r.image, r.manifest_digest);
+            }
         }
         ImageCmd::Unpack { name } => {
             let s = store()?;

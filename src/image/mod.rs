@@ -49,6 +49,8 @@
 //! to `Store::rootfs_dir(&manifest_digest)`; `store::remove_tree` deletes
 //! such trees, read-only directories included.
 
+pub mod bootstrap;
+pub mod build;
 pub mod digest;
 pub mod export;
 pub mod import;

@@ -81,6 +81,14 @@ pub fn ensure_unpacked(
         }
     };
     fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    // `/` belongs to the image's root too, also when no layer names `./`.
+    if let OwnerMode::Preserve {
+        uid_shift,
+        gid_shift,
+    } = owner
+    {
+        std::os::unix::fs::chown(&tmp, Some(uid_shift), Some(gid_shift)).map_err(io(&tmp))?;
+    }
     let result = (|| {
         let mut readers = Vec::with_capacity(img.layers.len());
         for (i, layer) in img.layers.iter().enumerate() {

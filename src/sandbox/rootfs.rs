@@ -264,7 +264,14 @@ fn image_root(
         return Err(ierr("not unpacked (no such directory)".into()));
     }
     let upper = img.upper.clone().unwrap_or_else(|| run_dir.join("upper"));
-    let work = run_dir.join("work");
+    // overlayfs wants the work directory on the upper directory's filesystem.
+    let work = match &img.upper {
+        Some(u) => u.with_file_name(format!(
+            "{}.work",
+            u.file_name().and_then(|n| n.to_str()).unwrap_or("upper")
+        )),
+        None => run_dir.join("work"),
+    };
     let merged = run_dir.join("merged");
     for d in [&upper, &work, &merged] {
         fs::DirBuilder::new()
@@ -272,6 +279,16 @@ fn image_root(
             .mode(0o755)
             .create(d)
             .map_err(|e| ierr(format!("{}: {e}", d.display())))?;
+    }
+    // The merged `/` takes the upper directory's owner and mode: make them
+    // the image's own, or the sandbox's root could not write to `/`.
+    if let Ok(m) = fs::metadata(&img.lower) {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        std::os::unix::fs::chown(&upper, Some(m.uid()), Some(m.gid()))
+            .and_then(|()| {
+                fs::set_permissions(&upper, fs::Permissions::from_mode(m.mode() & 0o7777))
+            })
+            .map_err(|e| ierr(format!("{}: {e}", upper.display())))?;
     }
     let bad = |p: &Path| p.to_str().map(|s| s.contains([',', ':'])).unwrap_or(true);
     if [&img.lower, &upper, &work].iter().any(|p| bad(p)) {
