@@ -302,9 +302,8 @@ pub fn run(cmd: ImageCmd) -> Result<i32> {
                     let s = store()?;
                     let out = s.temp_path("bootstrap");
                     let rep = bootstrap::bootstrap(&r, &out, &opts);
-                    let imported = rep.and_then(|rep| {
-                        Ok((rep, import(&s, &out, &name, &ImportOptions::default())))
-                    });
+                    let imported =
+                        rep.map(|rep| (rep, import(&s, &out, &name, &ImportOptions::default())));
                     let _ = cbrun::image::store::remove_tree(&out);
                     let (rep, imp) = imported?;
                     let imp = imp?;
