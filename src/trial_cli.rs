@@ -34,11 +34,48 @@ pub struct LimitArgs {
     #[arg(long)]
     require_limits: bool,
     /// Root filesystem of both sandboxes: `host` or a directory.
-    #[arg(long, default_value = "host", value_name = "host|DIR")]
+    #[arg(
+        long,
+        default_value = "host",
+        value_name = "host|DIR",
+        conflicts_with = "image"
+    )]
     rootfs: RootfsSource,
+    /// Run both sandboxes on this image from the store (e.g. one made by
+    /// `cbrun image build CASE`), each on its own writable layer.
+    #[arg(long, value_name = "NAME[:TAG]")]
+    image: Option<String>,
+}
+
+/// The root both phases run on, and what keeps an image's root alive.
+struct Root {
+    rootfs: RootfsSource,
+    env: Vec<(String, String)>,
+    _image: Option<cbrun::image::unpacked::ImageUse>,
 }
 
 impl LimitArgs {
+    fn root(&self, host: &HostView) -> Result<Root> {
+        match &self.image {
+            None => Ok(Root {
+                rootfs: self.rootfs.clone(),
+                env: Vec::new(),
+                _image: None,
+            }),
+            Some(name) => {
+                let store =
+                    cbrun::image::store::Store::open(cbrun::image::store::Store::default_root()?)?;
+                let u = cbrun::image::unpacked::use_image(&store, name, &host.mapping, None)
+                    .with_context(|| format!("--image {name}"))?;
+                Ok(Root {
+                    rootfs: RootfsSource::Image(u.root.clone()),
+                    env: u.env.clone(),
+                    _image: Some(u),
+                })
+            }
+        }
+    }
+
     fn limits(&self) -> Result<PhaseLimits> {
         if self.pids == 0 {
             bail!("--pids: 0: must be at least 1");
@@ -143,7 +180,7 @@ fn load_case(dir: &Path) -> Result<Case> {
     Ok(cbrun::case::load(dir)?)
 }
 
-fn solve_options(a: &SolveArgs) -> Result<SolveOptions> {
+fn solve_options(a: &SolveArgs, root: &Root) -> Result<SolveOptions> {
     let mut agent = builtin::resolve(&a.agent)?;
     if let AgentRef::Replay(d) = &agent {
         let d =
@@ -171,13 +208,15 @@ fn solve_options(a: &SolveArgs) -> Result<SolveOptions> {
         stall: secs("--stall-timeout", a.stall_timeout)?,
         egress,
         limits: a.limits.limits()?,
-        rootfs: a.limits.rootfs.clone(),
+        rootfs: root.rootfs.clone(),
+        image_env: root.env.clone(),
     })
 }
 
-fn judge_options(l: &LimitArgs, timeout: Option<f64>) -> Result<JudgeOptions> {
+fn judge_options(l: &LimitArgs, root: &Root, timeout: Option<f64>) -> Result<JudgeOptions> {
     Ok(JudgeOptions {
-        rootfs: l.rootfs.clone(),
+        rootfs: root.rootfs.clone(),
+        image_env: root.env.clone(),
         timeout: timeout.map(|t| secs("--judge-timeout", t)).transpose()?,
         limits: l.limits()?,
         ..JudgeOptions::default()
@@ -187,16 +226,17 @@ fn judge_options(l: &LimitArgs, timeout: Option<f64>) -> Result<JudgeOptions> {
 pub fn trial(a: TrialArgs) -> Result<i32> {
     // Everything is checked before the trial folder exists.
     let case = load_case(&a.solve.case)?;
+    let host = HostView::detect();
+    let root = a.solve.limits.root(&host)?;
     let opts = TrialOptions {
-        solve: solve_options(&a.solve)?,
-        judge: judge_options(&a.solve.limits, a.judge_timeout)?,
+        solve: solve_options(&a.solve, &root)?,
+        judge: judge_options(&a.solve.limits, &root, a.judge_timeout)?,
     };
     let out = a
         .solve
         .out
         .clone()
         .unwrap_or_else(|| trial::default_out(case.id.as_str()));
-    let host = HostView::detect();
     let (dir, rec) = trial::run_trial(&case, &out, &opts, &host)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rec)?);
@@ -223,13 +263,14 @@ pub fn trial(a: TrialArgs) -> Result<i32> {
 
 pub fn solve(a: SolveArgs) -> Result<i32> {
     let case = load_case(&a.case)?;
-    let opts = solve_options(&a)?;
+    let host = HostView::detect();
+    let root = a.limits.root(&host)?;
+    let opts = solve_options(&a, &root)?;
     let out = a
         .out
         .clone()
         .unwrap_or_else(|| trial::default_out(case.id.as_str()));
     let dir = TrialDir::create(&out).with_context(|| format!("--out {}", out.display()))?;
-    let host = HostView::detect();
     let report = run_solve(&case, &dir, &opts, &host);
     dir.remove_scratch();
     cbrun::fsutil::write_json_atomic(&dir.logs_cbrun().join("solve.json"), &report)?;
@@ -240,7 +281,9 @@ pub fn solve(a: SolveArgs) -> Result<i32> {
 
 pub fn judge(a: JudgeArgs) -> Result<i32> {
     let case = load_case(&a.case)?;
-    let opts = judge_options(&a.limits, a.judge_timeout)?;
+    let host = HostView::detect();
+    let root = a.limits.root(&host)?;
+    let opts = judge_options(&a.limits, &root, a.judge_timeout)?;
     let ws = std::fs::canonicalize(&a.workspace)
         .with_context(|| format!("--workspace {}", a.workspace.display()))?;
     if !ws.is_dir() {
@@ -254,7 +297,6 @@ pub fn judge(a: JudgeArgs) -> Result<i32> {
         )
     });
     let dir = TrialDir::open_or_create(&out).with_context(|| format!("--out {}", out.display()))?;
-    let host = HostView::detect();
     let report = run_judge(&case, &ws, &dir, &opts, &host);
     dir.remove_scratch();
     if a.json {
@@ -271,7 +313,9 @@ pub fn judge(a: JudgeArgs) -> Result<i32> {
 }
 
 pub fn validate(a: ValidateArgs) -> Result<i32> {
-    let opts = judge_options(&a.limits, a.judge_timeout)?;
+    let host = HostView::detect();
+    let root = a.limits.root(&host)?;
+    let opts = judge_options(&a.limits, &root, a.judge_timeout)?;
     let mut cases = Vec::new();
     for dir in &a.cases {
         if dir.is_file() {
@@ -288,7 +332,6 @@ pub fn validate(a: ValidateArgs) -> Result<i32> {
             tmp.clone()
         }
     };
-    let host = HostView::detect();
     let mut results = Vec::new();
     for case in &cases {
         for control in &case.controls {

@@ -26,6 +26,8 @@ pub const TESTS_ROOT: &str = "/tests/final";
 #[derive(Debug, Clone)]
 pub struct JudgeOptions {
     pub rootfs: RootfsSource,
+    /// The image's `Env`, when the rootfs is an image.
+    pub image_env: Vec<(String, String)>,
     /// Replaces the case's budget (`--judge-timeout`).
     pub timeout: Option<Duration>,
     pub limits: PhaseLimits,
@@ -36,6 +38,7 @@ impl Default for JudgeOptions {
     fn default() -> Self {
         JudgeOptions {
             rootfs: RootfsSource::Host,
+            image_env: Vec::new(),
             timeout: None,
             limits: PhaseLimits::default(),
             copy_limits: CopyLimits::default(),
@@ -203,7 +206,14 @@ fn judge_in(
     let hook_binds = guard::prepare_judge(&hooks, &case.denylist.import_ban, &bans)
         .map_err(|e| infra("judge hooks", &e))?;
 
-    let mut cfg = phase::base_config(argv, &opts.rootfs, &opts.limits, timeout, log.clone());
+    let mut cfg = phase::base_config(
+        argv,
+        &opts.rootfs,
+        &opts.image_env,
+        &opts.limits,
+        timeout,
+        log.clone(),
+    );
     cfg.user = Some(NONROOT);
     cfg.hostname = "judge".into();
     cfg.binds.push(bind(&app, "/app", false));

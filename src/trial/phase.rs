@@ -46,6 +46,7 @@ impl Default for PhaseLimits {
 pub fn base_config(
     command: Vec<String>,
     rootfs: &RootfsSource,
+    image_env: &[(String, String)],
     limits: &PhaseLimits,
     timeout: Duration,
     log: PathBuf,
@@ -62,6 +63,10 @@ pub fn base_config(
     cfg.stdout = Stdio::Append(log.clone());
     cfg.stderr = Stdio::Append(log);
     cfg.env = vec![env("PATH", SANDBOX_PATH), env("LANG", "C.UTF-8")];
+    // An image's own environment (its config's Env) comes first.
+    for (k, v) in image_env {
+        set_env(&mut cfg, k, v);
+    }
     cfg
 }
 

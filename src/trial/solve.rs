@@ -52,6 +52,8 @@ pub struct SolveOptions {
     pub egress: Egress,
     pub limits: PhaseLimits,
     pub rootfs: RootfsSource,
+    /// The image's `Env`, when the rootfs is an image.
+    pub image_env: Vec<(String, String)>,
 }
 
 /// How the solve phase ended.
@@ -425,6 +427,7 @@ fn solve_config(
     let mut cfg = phase::base_config(
         Vec::new(),
         &opts.rootfs,
+        &opts.image_env,
         &opts.limits,
         opts.budget,
         dir.logs_cbrun().join("agent.log"),
@@ -473,7 +476,14 @@ fn solve_config(
     set_env(
         &mut cfg,
         "PATH",
-        &format!("{home}/.local/bin:{home}/bin:{SANDBOX_PATH}"),
+        &format!(
+            "{home}/.local/bin:{home}/bin:{}",
+            opts.image_env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_str())
+                .unwrap_or(SANDBOX_PATH)
+        ),
     );
     set_env(&mut cfg, "USER", "agent");
     set_env(&mut cfg, "TMPDIR", "/tmp");
