@@ -355,6 +355,20 @@ fn gc(json: bool) -> Result<i32> {
     Ok(if report.errors.is_empty() { 0 } else { 1 })
 }
 
+/// The error and its causes on one line, each cause once: many error types
+/// already quote their cause in their own message.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let t = cause.to_string();
+        if !msg.contains(&t) {
+            msg.push_str(": ");
+            msg.push_str(&t);
+        }
+    }
+    msg.lines().map(str::trim).collect::<Vec<_>>().join(" ")
+}
+
 fn main() -> ExitCode {
     let started = std::time::Instant::now();
     let code = real_main();
@@ -404,7 +418,7 @@ fn real_main() -> ExitCode {
     match r {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("cbrun: error: {e:#}");
+            eprintln!("cbrun: error: {}", one_line(&e));
             ExitCode::from(exit::CBRUN_ERROR as u8)
         }
     }
