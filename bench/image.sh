@@ -4,7 +4,7 @@
 # and what starting a sandbox from an image costs over starting it from a
 # plain directory holding the same root.
 #
-# Usage: bench/image.sh [--runs N] [--warmup N] [--start-runs N]
+# Usage: bench/image.sh [--runs N] [--warmup N] [--start-runs N] [--start-rounds N]
 #                       [--compression none|gzip|both] [--as self|nobody|both]
 #                       [--uid N] [--dir DIR] [--cbrun PATH] [--skip-start] [--json OUT]
 #                       [--no-install] [--keep] [-h|--help]
@@ -24,6 +24,7 @@ RUNS=5
 WARMUP=1
 START_RUNS=200
 START_WARMUP=10
+START_ROUNDS=4
 COMPRESSION=both
 AS=""
 BASE_DIR=""
@@ -48,6 +49,8 @@ while [ $# -gt 0 ]; do
         --warmup=*) WARMUP="${1#*=}"; shift ;;
         --start-runs) [ $# -ge 2 ] || die_usage "--start-runs needs a value"; START_RUNS="$2"; shift 2 ;;
         --start-runs=*) START_RUNS="${1#*=}"; shift ;;
+        --start-rounds) [ $# -ge 2 ] || die_usage "--start-rounds needs a value"; START_ROUNDS="$2"; shift 2 ;;
+        --start-rounds=*) START_ROUNDS="${1#*=}"; shift ;;
         --compression) [ $# -ge 2 ] || die_usage "--compression needs a value"; COMPRESSION="$2"; shift 2 ;;
         --compression=*) COMPRESSION="${1#*=}"; shift ;;
         --as) [ $# -ge 2 ] || die_usage "--as needs a value"; AS="$2"; shift 2 ;;
@@ -71,6 +74,7 @@ if ! is_uint "$RUNS" || [ "$RUNS" -lt 1 ]; then die_usage "--runs must be an int
 if ! is_uint "$NOBODY_UID" || [ "$NOBODY_UID" = 0 ]; then die_usage "--uid must be a non-zero uid"; fi
 is_uint "$WARMUP" || die_usage "--warmup must be a non-negative integer"
 if ! is_uint "$START_RUNS" || [ "$START_RUNS" -lt 2 ]; then die_usage "--start-runs must be an integer >= 2"; fi
+if ! is_uint "$START_ROUNDS" || [ "$START_ROUNDS" -lt 1 ]; then die_usage "--start-rounds must be an integer >= 1"; fi
 case "$COMPRESSION" in none) COMPS=(none) ;; gzip) COMPS=(gzip) ;; both) COMPS=(none gzip) ;;
     *) die_usage "--compression must be none, gzip or both" ;; esac
 MY_UID="$(id -u)"
@@ -409,6 +413,10 @@ def unpack(args):
         if rep >= cfg["warmup"]:
             print("    run %d/%d: %s" % (rep - cfg["warmup"] + 1, cfg["runs"], "  ".join(
                 "%s %.2fs" % (n, res[n]["times_s"][-1]) for n in names if res[n]["status"] == "ok")), flush=True)
+    trees = {(res[n]["tree_entries"], res[n]["tree_bytes"]) for n in names if "tree_entries" in res[n]}
+    if len(trees) > 1:
+        print("    WARN: the tools' output trees differ (entries, bytes): %s" % ", ".join(
+            "%s %s" % (n, (res[n].get("tree_entries"), res[n].get("tree_bytes"))) for n in names), flush=True)
     prepare("none")
     for n in names:
         if res[n]["status"] == "ok" and res[n]["times_s"]:
@@ -418,15 +426,24 @@ def unpack(args):
                             "runs": cfg["runs"], "warmup": cfg["warmup"], "tools": res})
 
 def start(args):
-    """start HYPERFINE.json OUT.json USER -> medians of image vs rootfs start."""
-    data = json.load(open(args[0]))
-    out = {"user": args[2], "results": {}}
-    for r in data["results"]:
-        xs = sorted(t * 1000 for t in r["times"])
-        out["results"][r["command"]] = {"median_ms": statistics.median(xs), "mean_ms": statistics.fmean(xs),
-                                        "p10_ms": xs[len(xs) // 10], "p90_ms": xs[(len(xs) * 9) // 10],
-                                        "n": len(xs)}
-    write_json(args[1], out)
+    """start OUT|- LABEL HYPERFINE.json...: pool the blocks; print the medians (OUT '-': print only)."""
+    out_path, label, files = args[0], args[1], args[2:]
+    pooled = {}
+    for f in files:
+        for r in json.load(open(f))["results"]:
+            pooled.setdefault(r["command"], []).extend(t * 1000 for t in r["times"])
+    out = {"user": label, "results": {}, "blocks": len(files)}
+    for name, xs in pooled.items():
+        xs.sort()
+        out["results"][name] = {"median_ms": statistics.median(xs), "mean_ms": statistics.fmean(xs),
+                                "p10_ms": xs[len(xs) // 10], "p90_ms": xs[(len(xs) * 9) // 10], "n": len(xs)}
+    r = out["results"]
+    if "image" in r and "rootfs" in r:
+        print("image %.2f ms, rootfs %.2f ms (medians, %d runs each): image - rootfs = %+.2f ms" % (
+            r["image"]["median_ms"], r["rootfs"]["median_ms"], r["image"]["n"],
+            r["image"]["median_ms"] - r["rootfs"]["median_ms"]))
+    if out_path != "-":
+        write_json(out_path, out)
 
 def report(args):
     """report HOST.json LAYERS.json JSON_OUT|'' RESULT..."""
@@ -473,15 +490,16 @@ def report(args):
                   "n/a" if f["ratio"] is None else "%.2fx" % f["ratio"], f["verdict"]))
     if st:
         print()
-        print("== sandbox start, `/bin/true` in the busybox image (hyperfine -N, median ms) ==")
-        print("%-8s %10s %10s %10s  %s" % ("as", "--image", "--rootfs", "extra_ms", "goal <= 2 ms"))
+        print("== sandbox start, `/bin/true` in the busybox image (hyperfine -N, median ms, blocks in alternating order pooled) ==")
+        print("%-8s %10s %10s %10s %6s  %s" % ("as", "--image", "--rootfs", "extra_ms", "runs", "goal <= 2 ms"))
         for d in st:
             r = d["results"]
             a, b = r.get("image"), r.get("rootfs")
             if a and b:
                 d["extra_ms"] = a["median_ms"] - b["median_ms"]
                 d["verdict"] = "PASS" if d["extra_ms"] <= 2.0 else "FAIL"
-                print("%-8s %10.2f %10.2f %+10.2f  %s" % (d["user"], a["median_ms"], b["median_ms"], d["extra_ms"], d["verdict"]))
+                print("%-8s %10.2f %10.2f %+10.2f %6d  %s" % (d["user"], a["median_ms"], b["median_ms"], d["extra_ms"],
+                      a["n"], d["verdict"]))
             else:
                 print("%-8s unavailable (%s)" % (d["user"], d.get("reason", "")))
     try:
@@ -650,16 +668,32 @@ for u in "${USERS[@]}"; do
             "$LABEL" "$reason" >"$START_JSON"
         RESULTS+=("$START_JSON"); continue
     fi
-    HF_JSON="$UDIR/hyperfine-start.json"
-    log "hyperfine -N --warmup $START_WARMUP --runs $START_RUNS"
+    # The two commands in alternating blocks (image first, then rootfs first,
+    # ...), so that a change of the host's load during the run does not all
+    # fall on one of them; every block is one hyperfine call, samples pooled.
+    PER_ROUND=$(( (START_RUNS + START_ROUNDS - 1) / START_ROUNDS ))
+    [ "$PER_ROUND" -ge 2 ] || PER_ROUND=2
+    log "hyperfine -N --warmup $START_WARMUP --runs $PER_ROUND, $START_ROUNDS blocks in alternating order ($((PER_ROUND * START_ROUNDS)) runs each)"
     log "  image:  $IMG_CMD"
     log "  rootfs: $DIR_CMD"
-    if run_child "${RUNAS[@]}" "${ENVV[@]}" "$HYPERFINE" -N --style basic --warmup "$START_WARMUP" --runs "$START_RUNS" \
-            --export-json "$HF_JSON" -n image "$IMG_CMD" -n rootfs "$DIR_CMD" >"$UDIR/hyperfine.log" 2>&1; then
-        grep -E '^(Benchmark|  Time)' "$UDIR/hyperfine.log" | sed 's/^/  /'
-        python3 "$PY" start "$HF_JSON" "$START_JSON" "$LABEL"
+    HF_JSONS=()
+    reason=""
+    for ((r = 1; r <= START_ROUNDS; r++)); do
+        HF_JSON="$UDIR/hyperfine-start-$r.json"
+        if [ $((r % 2)) = 1 ]; then PAIR=(-n image "$IMG_CMD" -n rootfs "$DIR_CMD"); else PAIR=(-n rootfs "$DIR_CMD" -n image "$IMG_CMD"); fi
+        if run_child "${RUNAS[@]}" "${ENVV[@]}" "$HYPERFINE" -N --style basic --warmup "$START_WARMUP" --runs "$PER_ROUND" \
+                --export-json "$HF_JSON" "${PAIR[@]}" >"$UDIR/hyperfine-$r.log" 2>&1; then
+            HF_JSONS+=("$HF_JSON")
+            printf '  block %d/%d: %s\n' "$r" "$START_ROUNDS" "$(python3 "$PY" start - "$LABEL" "$HF_JSON")"
+        else
+            reason="hyperfine failed: $(grep -v '^$' "$UDIR/hyperfine-$r.log" | tail -n 1)"
+            break
+        fi
+    done
+    if [ -z "$reason" ]; then
+        python3 "$PY" start "$START_JSON" "$LABEL" "${HF_JSONS[@]}" >/dev/null
+        python3 "$PY" start - "$LABEL" "${HF_JSONS[@]}" | sed 's/^/  all blocks: /'
     else
-        reason="hyperfine failed: $(grep -v '^$' "$UDIR/hyperfine.log" | tail -n 1)"
         warn "$reason"
         python3 -c 'import json,sys; print(json.dumps({"user": sys.argv[1], "results": {}, "reason": sys.argv[2]}))' \
             "$LABEL" "$reason" >"$START_JSON"
