@@ -1,7 +1,9 @@
 //! Small file-system helpers shared by the CLI and the trial runner.
 
+use std::ffi::{CStr, CString};
 use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::fd::{BorrowedFd, IntoRawFd};
 use std::path::Path;
 
 /// Write `bytes` to `path` atomically: a temp file in the same directory,
@@ -31,6 +33,52 @@ pub fn write_json_atomic<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -
     let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     bytes.push(b'\n');
     write_atomic(path, &bytes)
+}
+
+/// Closes a `DIR*` stream.
+struct DirStream(*mut libc::DIR);
+
+impl Drop for DirStream {
+    fn drop(&mut self) {
+        unsafe { libc::closedir(self.0) };
+    }
+}
+
+/// Names in `dir` (without `.` and `..`), at most `cap` of them; the flag
+/// says whether more were left.
+pub fn read_dir_names(dir: BorrowedFd, cap: usize) -> io::Result<(Vec<CString>, bool)> {
+    // fdopendir takes ownership of its fd: give it a duplicate so `dir`
+    // stays usable. The duplicate shares the offset, hence the rewind.
+    let dup = dir.try_clone_to_owned()?.into_raw_fd();
+    let ptr = unsafe { libc::fdopendir(dup) };
+    if ptr.is_null() {
+        let e = io::Error::last_os_error();
+        unsafe { libc::close(dup) };
+        return Err(e);
+    }
+    let stream = DirStream(ptr);
+    unsafe { libc::rewinddir(stream.0) };
+    let mut names = Vec::new();
+    loop {
+        // readdir reports errors only through errno.
+        unsafe { *libc::__errno_location() = 0 };
+        let ent = unsafe { libc::readdir(stream.0) };
+        if ent.is_null() {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(0) | None => Ok((names, false)),
+                Some(_) => Err(e),
+            };
+        }
+        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
+        if name == c"." || name == c".." {
+            continue;
+        }
+        if names.len() >= cap {
+            return Ok((names, true));
+        }
+        names.push(name.to_owned());
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
 use std::io::{self, Read};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -224,8 +224,9 @@ impl Copier<'_> {
             .max_files
             .saturating_sub(self.entries)
             .saturating_add(1);
-        let (mut names, truncated) = read_names(src, usize::try_from(budget).unwrap_or(usize::MAX))
-            .map_err(|e| src_err("reading directory", rel, e))?;
+        let (mut names, truncated) =
+            crate::fsutil::read_dir_names(src, usize::try_from(budget).unwrap_or(usize::MAX))
+                .map_err(|e| src_err("reading directory", rel, e))?;
         if truncated {
             return Err(CopyError::TooManyFiles {
                 limit: self.limits.max_files,
@@ -466,8 +467,8 @@ pub fn chown_tree(root: &Path, owner: Ownership) -> Result<(), CopyError> {
 }
 
 fn chown_dir(dir: BorrowedFd, rel: &Path, depth: u32, owner: Ownership) -> Result<(), CopyError> {
-    let (names, _) =
-        read_names(dir, usize::MAX).map_err(|e| io_err("reading directory", rel, e))?;
+    let (names, _) = crate::fsutil::read_dir_names(dir, usize::MAX)
+        .map_err(|e| io_err("reading directory", rel, e))?;
     for name in names {
         let child = rel.join(OsStr::from_bytes(name.to_bytes()));
         cvt(unsafe {
@@ -515,7 +516,7 @@ pub fn tree_fingerprint(root: &Path) -> io::Result<(u64, u64, i128)> {
 }
 
 fn fingerprint_dir(dir: BorrowedFd, depth: u32, fp: &mut (u64, u64, i128)) {
-    let Ok((names, _)) = read_names(dir, usize::MAX) else {
+    let Ok((names, _)) = crate::fsutil::read_dir_names(dir, usize::MAX) else {
         return;
     };
     for name in names {
@@ -563,7 +564,7 @@ fn unlock_dirs(dir: BorrowedFd, depth: u32) {
     if depth > CHOWN_MAX_DEPTH {
         return;
     }
-    let Ok((names, _)) = read_names(dir, usize::MAX) else {
+    let Ok((names, _)) = crate::fsutil::read_dir_names(dir, usize::MAX) else {
         return;
     };
     for name in names {
@@ -717,52 +718,6 @@ fn ts(sec: libc::time_t, nsec: i64) -> libc::timespec {
 
 fn mtime_ns(st: &libc::stat) -> i128 {
     st.st_mtime as i128 * 1_000_000_000 + st.st_mtime_nsec as i128
-}
-
-/// Closes a `DIR*` stream.
-struct DirStream(*mut libc::DIR);
-
-impl Drop for DirStream {
-    fn drop(&mut self) {
-        unsafe { libc::closedir(self.0) };
-    }
-}
-
-/// Names in `dir` (without `.` and `..`), at most `cap` of them; the flag
-/// says whether more were left.
-fn read_names(dir: BorrowedFd, cap: usize) -> io::Result<(Vec<CString>, bool)> {
-    // fdopendir takes ownership of its fd: give it a duplicate so `dir`
-    // stays usable. The duplicate shares the offset, hence the rewind.
-    let dup = dir.try_clone_to_owned()?.into_raw_fd();
-    let ptr = unsafe { libc::fdopendir(dup) };
-    if ptr.is_null() {
-        let e = io::Error::last_os_error();
-        unsafe { libc::close(dup) };
-        return Err(e);
-    }
-    let stream = DirStream(ptr);
-    unsafe { libc::rewinddir(stream.0) };
-    let mut names = Vec::new();
-    loop {
-        // readdir reports errors only through errno.
-        unsafe { *libc::__errno_location() = 0 };
-        let ent = unsafe { libc::readdir(stream.0) };
-        if ent.is_null() {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(0) | None => Ok((names, false)),
-                Some(_) => Err(e),
-            };
-        }
-        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
-        if name == c"." || name == c".." {
-            continue;
-        }
-        if names.len() >= cap {
-            return Ok((names, true));
-        }
-        names.push(name.to_owned());
-    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// (st_dev, st_ino): an inode's identity.
 pub(super) type Id = (u64, u64);
@@ -225,46 +225,9 @@ pub(super) fn readlink_at(dir: BorrowedFd, name: &CStr) -> io::Result<Vec<u8>> {
     }
 }
 
-/// Closes a `DIR*` stream.
-struct DirStream(*mut libc::DIR);
-
-impl Drop for DirStream {
-    fn drop(&mut self) {
-        unsafe { libc::closedir(self.0) };
-    }
-}
-
 /// Names in the directory open (readable) at `dir`, without `.` and `..`.
 pub(super) fn read_names(dir: BorrowedFd) -> io::Result<Vec<CString>> {
-    // fdopendir takes ownership of its fd: give it a duplicate. The
-    // duplicate shares the offset, hence the rewind.
-    let dup = dir.try_clone_to_owned()?.into_raw_fd();
-    let ptr = unsafe { libc::fdopendir(dup) };
-    if ptr.is_null() {
-        let e = io::Error::last_os_error();
-        unsafe { libc::close(dup) };
-        return Err(e);
-    }
-    let stream = DirStream(ptr);
-    unsafe { libc::rewinddir(stream.0) };
-    let mut names = Vec::new();
-    loop {
-        // readdir reports errors only through errno.
-        unsafe { *libc::__errno_location() = 0 };
-        let ent = unsafe { libc::readdir(stream.0) };
-        if ent.is_null() {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(0) | None => Ok(names),
-                Some(_) => Err(e),
-            };
-        }
-        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
-        if name == c"." || name == c".." {
-            continue;
-        }
-        names.push(name.to_owned());
-    }
+    crate::fsutil::read_dir_names(dir, usize::MAX).map(|(names, _)| names)
 }
 
 /// Removes `name` in `dir`, a whole tree if it is a directory, never
