@@ -48,7 +48,7 @@ impl Digest {
         Ok(w.finish().0)
     }
 
-    fn from_hasher(h: Sha256) -> Digest {
+    pub(super) fn from_hasher(h: Sha256) -> Digest {
         let out = h.finalize();
         let mut hex = String::with_capacity(64);
         for b in out {

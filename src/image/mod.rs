@@ -53,6 +53,7 @@ pub mod bootstrap;
 pub mod build;
 pub mod digest;
 pub mod export;
+pub mod hasher;
 pub mod import;
 pub mod layout;
 pub mod platform;

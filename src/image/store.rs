@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -19,6 +19,7 @@ use oci_spec::image::{Descriptor, ImageConfiguration, ImageManifest};
 use serde::{Deserialize, Serialize};
 
 use super::digest::{Digest, DigestReader, DigestWriter};
+use super::hasher::{ThreadedDigestReader, THREAD_MIN};
 use super::layout::{self, MAX_JSON_SIZE};
 
 /// Temp entries older than this are removed when a store is opened.
@@ -650,13 +651,7 @@ impl Store {
             }
         })?;
         let size = file.metadata().map_err(io_err(&path, "stat blob"))?.len();
-        Ok(BlobReader {
-            inner: Some(DigestReader::new(file)),
-            expected: digest.clone(),
-            path,
-            size,
-            failed: None,
-        })
+        Ok(BlobReader::new(file, digest.clone(), path, size))
     }
 
     /// The whole content of a small blob (JSON), verified; at most
@@ -1212,14 +1207,42 @@ impl Drop for BlobWriter {
 
 /// A verifying reader of a stored blob; see [`Store::open_blob`].
 pub struct BlobReader {
-    inner: Option<DigestReader<File>>,
+    inner: Option<BlobSource>,
     expected: Digest,
     path: PathBuf,
     size: u64,
+    /// Bytes handed out so far.
+    taken: u64,
     failed: Option<String>,
 }
 
+/// Small blobs are hashed in line; large ones on a second thread, beside
+/// whatever consumes them (see [`super::hasher`]).
+enum BlobSource {
+    Inline(BufReader<DigestReader<File>>),
+    Threaded(ThreadedDigestReader<File>),
+}
+
 impl BlobReader {
+    fn new(file: File, expected: Digest, path: PathBuf, size: u64) -> BlobReader {
+        let inner = if size >= THREAD_MIN {
+            match file.try_clone().ok().and_then(ThreadedDigestReader::new) {
+                Some(r) => BlobSource::Threaded(r),
+                None => BlobSource::inline(file, size),
+            }
+        } else {
+            BlobSource::inline(file, size)
+        };
+        BlobReader {
+            inner: Some(inner),
+            expected,
+            path,
+            size,
+            taken: 0,
+            failed: None,
+        }
+    }
+
     /// Size of the blob file.
     pub fn size(&self) -> u64 {
         self.size
@@ -1228,21 +1251,30 @@ impl BlobReader {
     pub fn digest(&self) -> &Digest {
         &self.expected
     }
-}
 
-impl Read for BlobReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Some(msg) = &self.failed {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, msg.clone()));
+    fn failure(&self) -> io::Result<()> {
+        match &self.failed {
+            Some(msg) => Err(io::Error::new(io::ErrorKind::InvalidData, msg.clone())),
+            None => Ok(()),
         }
-        let Some(inner) = self.inner.as_mut() else {
-            return Ok(0);
+    }
+
+    /// At end of input: compare the digest (and that the hashed bytes are
+    /// the bytes read), and delete a damaged blob.
+    fn check(&mut self) -> io::Result<()> {
+        let (actual, len) = match self.inner.take().expect("present") {
+            BlobSource::Inline(r) => r.into_inner().finish(),
+            BlobSource::Threaded(r) => r.finish()?,
         };
-        let n = inner.read(buf)?;
-        if n > 0 || buf.is_empty() {
-            return Ok(n);
+        if len != self.taken {
+            let msg = format!(
+                "{}: stored blob changed while it was read ({} bytes read, {len} hashed)",
+                self.path.display(),
+                self.taken
+            );
+            self.failed = Some(msg.clone());
+            return Err(io::Error::new(io::ErrorKind::InvalidData, msg));
         }
-        let (actual, _) = self.inner.take().expect("present").finish();
         if actual != self.expected {
             let removed = fs::remove_file(&self.path).is_ok();
             let msg = format!(
@@ -1257,7 +1289,59 @@ impl Read for BlobReader {
             self.failed = Some(msg.clone());
             return Err(io::Error::new(io::ErrorKind::InvalidData, msg));
         }
-        Ok(0)
+        Ok(())
+    }
+}
+
+impl BlobSource {
+    fn inline(file: File, size: u64) -> BlobSource {
+        let cap = (size.max(1) as usize).min(128 << 10);
+        BlobSource::Inline(BufReader::with_capacity(cap, DigestReader::new(file)))
+    }
+}
+
+impl BufRead for BlobReader {
+    /// The end of the blob is reported only once its digest has matched.
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.failure()?;
+        let at_end = match self.inner.as_mut() {
+            None => return Ok(&[]),
+            Some(BlobSource::Inline(r)) => r.fill_buf()?.is_empty(),
+            Some(BlobSource::Threaded(r)) => r.fill_buf()?.is_empty(),
+        };
+        if at_end {
+            self.check()?;
+            return Ok(&[]);
+        }
+        match self.inner.as_mut().expect("present") {
+            BlobSource::Inline(r) => r.fill_buf(),
+            BlobSource::Threaded(r) => r.fill_buf(),
+        }
+    }
+
+    fn consume(&mut self, amt: usize) {
+        match self.inner.as_mut() {
+            Some(BlobSource::Inline(r)) => r.consume(amt),
+            Some(BlobSource::Threaded(r)) => r.consume(amt),
+            None => return,
+        }
+        self.taken += amt as u64;
+    }
+}
+
+impl Read for BlobReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.failure()?;
+        let n = match self.inner.as_mut() {
+            None => return Ok(0),
+            Some(BlobSource::Inline(r)) => r.read(buf)?,
+            Some(BlobSource::Threaded(r)) => r.read(buf)?,
+        };
+        self.taken += n as u64;
+        if n == 0 && !buf.is_empty() {
+            self.check()?;
+        }
+        Ok(n)
     }
 }
 

@@ -83,7 +83,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CStr, CString};
 use std::fs::File;
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -314,6 +314,10 @@ fn io_err<'a>(entry: &'a str, op: &'static str) -> impl FnOnce(io::Error) -> Unp
 /// long names cut.
 fn shown(name: &[u8]) -> String {
     let s = String::from_utf8_lossy(name);
+    // The usual case, once per entry: nothing to escape or cut.
+    if !s.is_empty() && s.len() <= 300 && !s.chars().any(char::is_control) {
+        return s.into_owned();
+    }
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
         if i >= 300 {
@@ -458,6 +462,8 @@ struct Unpacker<'o> {
     root: OwnedFd,
     root_id: Id,
     euid: u32,
+    /// The process's file mode creation mask.
+    umask: libc::mode_t,
     report: UnpackReport,
     entries: u64,
     /// Entry data in the tars (sparse files at their stored size).
@@ -479,6 +485,41 @@ struct Track {
 struct Tracked<R> {
     inner: R,
     track: Rc<Track>,
+    /// Where skipped bytes (padding, data of entries not written) go.
+    scratch: Vec<u8>,
+}
+
+/// Forward-only: lets the tar crate skip padding and unwanted data through
+/// one reused buffer instead of a fresh zeroed one per entry. Skipped bytes
+/// are still read (a digesting reader below sees them) and counted.
+impl<R: Read> Seek for Tracked<R> {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let SeekFrom::Current(n) = to else {
+            return Err(sys::other("layer streams only skip forward"));
+        };
+        let mut left =
+            u64::try_from(n).map_err(|_| sys::other("layer streams only skip forward"))?;
+        if self.scratch.is_empty() {
+            self.scratch = vec![0; 32 << 10];
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let result = (|| {
+            while left > 0 {
+                let want = scratch
+                    .len()
+                    .min(usize::try_from(left).unwrap_or(usize::MAX));
+                match self.read(&mut scratch[..want]) {
+                    Ok(0) => return Err(sys::other("unexpected end of the layer while skipping")),
+                    Ok(k) => left -= k as u64,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(self.track.pos.get())
+        })();
+        self.scratch = scratch;
+        result
+    }
 }
 
 impl<R: Read> Read for Tracked<R> {
@@ -498,6 +539,52 @@ impl<R: Read> Read for Tracked<R> {
         }
         t.pos.set(t.pos.get() + n as u64);
         Ok(n)
+    }
+}
+
+/// Handles on the directories of one physical path from the root, kept
+/// from one lookup to the next: finishing directories in sorted order then
+/// opens only the components that differ from the previous path. Only a
+/// directory deeper than every one finished so far is ever walked through,
+/// so no handle kept here has had its mode changed yet.
+#[derive(Default)]
+struct PhysWalk {
+    names: Vec<CString>,
+    /// `fds[i]` is the directory `names[..=i]`.
+    fds: Vec<OwnedFd>,
+}
+
+impl PhysWalk {
+    fn open<'a>(
+        &'a mut self,
+        root: BorrowedFd<'a>,
+        path: &[CString],
+    ) -> io::Result<BorrowedFd<'a>> {
+        let common = self
+            .names
+            .iter()
+            .zip(path)
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.names.truncate(common);
+        self.fds.truncate(common);
+        for name in &path[common..] {
+            let from = self.fds.last().map_or(root, |f| f.as_fd());
+            let fd = sys::open_dir_path(from, name)?;
+            self.fds.push(fd);
+            self.names.push(name.clone());
+        }
+        Ok(self.fds.last().map_or(root, |f| f.as_fd()))
+    }
+}
+
+/// The umask, read without leaving it changed (there is no call that only
+/// reads it; nothing else creates files while an unpack starts).
+fn current_umask() -> libc::mode_t {
+    unsafe {
+        let old = libc::umask(0o077);
+        libc::umask(old);
+        old
     }
 }
 
@@ -530,6 +617,7 @@ impl<'o> Unpacker<'o> {
             root,
             root_id: sys::id_of(&st),
             euid: unsafe { libc::geteuid() },
+            umask: current_umask(),
             report: UnpackReport::default(),
             entries: 0,
             data_seen: 0,
@@ -546,11 +634,14 @@ impl<'o> Unpacker<'o> {
         let mut archive = tar::Archive::new(Tracked {
             inner: layer,
             track: track.clone(),
+            scratch: Vec::new(),
         });
-        let mut entries = archive.entries().map_err(|source| UnpackError::Tar {
-            at: "the first entry".into(),
-            source,
-        })?;
+        let mut entries = archive
+            .entries_with_seek()
+            .map_err(|source| UnpackError::Tar {
+                at: "the first entry".into(),
+                source,
+            })?;
         let mut last: Option<String> = None;
         let after = |last: &Option<String>| match last {
             Some(n) => format!("the entry after {n}"),
@@ -815,11 +906,17 @@ impl<'o> Unpacker<'o> {
         let meta = self.meta(entry, name, true)?;
         let (parent, last) = self.parent(comps, name, true)?;
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-        let fd = match sys::open_at(parent.fd.as_fd(), &last, flags, 0o600) {
+        // Created with its final mode when the umask leaves that intact and
+        // no xattr has to be set first (user.* needs a writable file): one
+        // chmod less per file. The new descriptor is writable either way.
+        let direct =
+            meta.xattrs.is_empty() && meta.mode & !0o777 == 0 && meta.mode & self.umask == 0;
+        let create_mode = if direct { meta.mode } else { 0o600 };
+        let fd = match sys::open_at(parent.fd.as_fd(), &last, flags, create_mode) {
             Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
                 self.remove(parent.fd.as_fd(), &last)
                     .map_err(io_err(name, "removing what was there"))?;
-                sys::open_at(parent.fd.as_fd(), &last, flags, 0o600)
+                sys::open_at(parent.fd.as_fd(), &last, flags, create_mode)
             }
             r => r,
         }
@@ -846,7 +943,9 @@ impl<'o> Unpacker<'o> {
             sys::fchown(file.as_fd(), uid, gid).map_err(io_err(name, "chown"))?;
         }
         self.set_xattrs(Some(file.as_fd()), &meta.xattrs);
-        sys::fchmod(file.as_fd(), meta.mode).map_err(io_err(name, "chmod"))?;
+        if !direct {
+            sys::fchmod(file.as_fd(), meta.mode).map_err(io_err(name, "chmod"))?;
+        }
         sys::futimens(file.as_fd(), &meta.mtime).map_err(io_err(name, "setting times"))?;
         Ok(())
     }
@@ -1233,20 +1332,24 @@ impl<'o> Unpacker<'o> {
     /// layer is skipped.
     fn finalize(&mut self) -> Result<(), UnpackError> {
         let mut finals: Vec<(Id, Final)> = self.layer.finals.drain().collect();
-        finals.sort_by_key(|f| std::cmp::Reverse(f.1.phys.len()));
+        // Deepest first; siblings and cousins next to each other, so the
+        // walk down to each parent reuses most of the previous one.
+        finals.sort_by(|a, b| {
+            (b.1.phys.len().cmp(&a.1.phys.len())).then_with(|| a.1.phys.cmp(&b.1.phys))
+        });
+        let mut walk = PhysWalk::default();
         for (id, f) in finals {
             let Some((last, dir)) = f.phys.split_last() else {
                 self.finish_root(&f)?;
                 continue;
             };
-            let parent = match self.reopen(dir) {
+            let pfd = match walk.open(self.root.as_fd(), dir) {
                 Ok(p) => p,
                 Err(e) if sys::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR, libc::ELOOP]) => {
                     continue
                 }
                 Err(e) => return Err(io_err(&f.entry, "finishing directory")(e)),
             };
-            let pfd = parent.as_fd();
             let st = sys::lstat_opt(pfd, last).map_err(io_err(&f.entry, "stat"))?;
             if !st.is_some_and(|st| sys::is_dir(&st) && sys::id_of(&st) == id) {
                 continue;

@@ -3,7 +3,6 @@
 //! image uses as the lower layer of its overlay.
 
 use std::fs;
-use std::io::BufReader;
 use std::path::PathBuf;
 
 use super::store::{remove_tree, Hold, ResolvedImage, Store, StoreError};
@@ -99,7 +98,7 @@ pub fn ensure_unpacked(
                     source: std::io::Error::other(why),
                 })?;
             let blob = store.open_blob(&digest)?;
-            let r = decompress(BufReader::new(blob)).map_err(|source| UnpackedError::Layer {
+            let r = decompress(blob).map_err(|source| UnpackedError::Layer {
                 image: name.clone(),
                 index: i + 1,
                 source,

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
 
 use super::sys::{self, Id};
@@ -14,6 +14,29 @@ use super::{ckey, DirHandle, OwnerMode, Unpacker, CACHE_SLOTS, MAX_DEPTH};
 
 /// Symlinks followed while resolving one name (the kernel's own limit).
 const MAX_SYMLINKS: u32 = 40;
+
+/// The directory a walk is at: one it opened, or the cached one it
+/// started from (not duplicated unless the walk ends there).
+enum Cur {
+    Owned(OwnedFd),
+    Shared(Rc<DirHandle>),
+}
+
+impl Cur {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Cur::Owned(fd) => fd.as_fd(),
+            Cur::Shared(h) => h.fd.as_fd(),
+        }
+    }
+
+    fn into_owned(self) -> io::Result<OwnedFd> {
+        match self {
+            Cur::Owned(fd) => Ok(fd),
+            Cur::Shared(h) => sys::open_at(h.fd.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0),
+        }
+    }
+}
 
 impl Unpacker<'_> {
     /// The directory named by `comps` (normalised entry-name components),
@@ -25,7 +48,22 @@ impl Unpacker<'_> {
         if let Some((_, h)) = self.layer.cache.iter().find(|(k, _)| *k == key) {
             return Ok(h.clone());
         }
-        let h = Rc::new(self.walk(comps, create)?);
+        // A new directory is most often just made inside the last one
+        // resolved: walk on from the cached parent instead of from `/`.
+        // The cache is emptied by every removal, so a cached handle is what
+        // a walk from `/` would give.
+        let start = comps.split_last().and_then(|(_, parent)| {
+            let pkey = parent.join(&b'/');
+            self.layer
+                .cache
+                .iter()
+                .find(|(k, _)| *k == pkey)
+                .map(|(_, h)| h.clone())
+        });
+        let h = Rc::new(match start {
+            Some(p) => self.walk_from(&p, &comps[comps.len() - 1..], create)?,
+            None => self.walk(comps, create)?,
+        });
         if self.layer.cache.len() >= CACHE_SLOTS {
             self.layer.cache.pop_back();
         }
@@ -34,9 +72,31 @@ impl Unpacker<'_> {
     }
 
     fn walk(&mut self, comps: &[Vec<u8>], create: bool) -> io::Result<DirHandle> {
-        let mut cur = self.root_dup()?;
-        let mut phys: Vec<CString> = Vec::new();
-        let mut chain: Vec<Id> = vec![self.root_id];
+        let start = (Cur::Owned(self.root_dup()?), Vec::new(), vec![self.root_id]);
+        self.walk_on(start, comps, create)
+    }
+
+    /// Walks `comps` on from an already resolved directory.
+    fn walk_from(
+        &mut self,
+        from: &Rc<DirHandle>,
+        comps: &[Vec<u8>],
+        create: bool,
+    ) -> io::Result<DirHandle> {
+        let start = (
+            Cur::Shared(from.clone()),
+            from.phys.clone(),
+            from.chain.clone(),
+        );
+        self.walk_on(start, comps, create)
+    }
+
+    fn walk_on(
+        &mut self,
+        (mut cur, mut phys, mut chain): (Cur, Vec<CString>, Vec<Id>),
+        comps: &[Vec<u8>],
+        create: bool,
+    ) -> io::Result<DirHandle> {
         // Components still to walk, and whether each may be created.
         let mut queue: VecDeque<(Vec<u8>, bool)> =
             comps.iter().map(|c| (c.clone(), create)).collect();
@@ -48,7 +108,7 @@ impl Unpacker<'_> {
                     // The physical parent; the root is its own parent.
                     if phys.pop().is_some() {
                         chain.pop();
-                        cur = self.reopen(&phys)?;
+                        cur = Cur::Owned(self.reopen(&phys)?);
                     }
                     continue;
                 }
@@ -67,7 +127,7 @@ impl Unpacker<'_> {
                     }
                     self.unlock_dir(cur.as_fd(), &phys, &st);
                     chain.push(sys::id_of(&st));
-                    cur = fd;
+                    cur = Cur::Owned(fd);
                 }
                 Err(e) if sys::errno_is(&e, &[libc::ENOTDIR, libc::ELOOP]) => {
                     let st = sys::lstat_at(cur.as_fd(), &name)?;
@@ -84,7 +144,7 @@ impl Unpacker<'_> {
                         // Absolute: from the rootfs, not the host's root.
                         phys.clear();
                         chain.truncate(1);
-                        cur = self.root_dup()?;
+                        cur = Cur::Owned(self.root_dup()?);
                     }
                     for c in target.split(|b| *b == b'/').rev() {
                         queue.push_front((c.to_vec(), false));
@@ -112,7 +172,7 @@ impl Unpacker<'_> {
             }
         }
         Ok(DirHandle {
-            fd: cur,
+            fd: cur.into_owned()?,
             id: chain[chain.len() - 1],
             phys,
             chain,
