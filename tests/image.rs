@@ -463,6 +463,29 @@ fn gzip(data: &[u8]) -> Vec<u8> {
 
 /// An OCI image layout written by hand in `out`; returns the manifest digest.
 fn write_oci_dir(out: &Path, spec: &ImageSpec) -> String {
+    let stored: Vec<StoredLayer> = spec
+        .layers
+        .iter()
+        .map(|l| StoredLayer {
+            diff_id: format!("sha256:{}", sha256_hex(l)),
+            blob: if spec.gzip { gzip(l) } else { l.clone() },
+            media_type: if spec.gzip { MT_LAYER_GZIP } else { MT_LAYER },
+        })
+        .collect();
+    write_oci_layout(out, spec, &stored)
+}
+
+/// A layer blob as stored in a layout: whatever bytes, named by their
+/// digest, with the diff_id the config claims for them.
+struct StoredLayer {
+    blob: Vec<u8>,
+    media_type: &'static str,
+    diff_id: String,
+}
+
+/// [`write_oci_dir`] with the layer blobs given as stored (`spec.layers`
+/// and `spec.gzip` unused).
+fn write_oci_layout(out: &Path, spec: &ImageSpec, stored: &[StoredLayer]) -> String {
     let blobs = out.join("blobs/sha256");
     fs::create_dir_all(&blobs).unwrap();
     let put = |data: &[u8]| -> (String, usize) {
@@ -472,15 +495,10 @@ fn write_oci_dir(out: &Path, spec: &ImageSpec) -> String {
     };
     let mut diff_ids = Vec::new();
     let mut layers = Vec::new();
-    for l in &spec.layers {
-        diff_ids.push(format!("sha256:{}", sha256_hex(l)));
-        let (stored, mt) = if spec.gzip {
-            (gzip(l), MT_LAYER_GZIP)
-        } else {
-            (l.clone(), MT_LAYER)
-        };
-        let (d, s) = put(&stored);
-        layers.push(json!({"mediaType": mt, "digest": d, "size": s}));
+    for l in stored {
+        diff_ids.push(l.diff_id.clone());
+        let (d, s) = put(&l.blob);
+        layers.push(json!({"mediaType": l.media_type, "digest": d, "size": s}));
     }
     let mut cfg = json!({"Env": spec.env});
     if let Some(w) = spec.workdir {
@@ -1766,6 +1784,271 @@ fn hostile_layers_and_archives_write_nothing_outside_the_store() {
         assert_eq!(gc["removed_tmp"], 0, "{gc}");
         ctx.assert_clean("hostile layers");
     }
+}
+
+/// A layer blob that is a gzip stream cut short (in the middle, and just
+/// before its 8-byte trailer), under a correct digest: the import takes
+/// it, the unpack finds the cut, names the layer, and leaves neither an
+/// unpacked root nor a temp tree.
+#[test]
+fn a_truncated_gzip_layer_fails_to_unpack_and_leaves_nothing() {
+    for who in [Who::Root, Who::Delegated] {
+        let ctx = Ctx::new(who, "img-gzcut");
+        let home = store_home(&ctx, "store");
+        // Compressible, but spanning many deflate blocks.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let noise: Vec<u8> = (0..300_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                b'a' + (x % 16) as u8
+            })
+            .collect();
+        let tar = layer_tar(&[
+            dir("etc/"),
+            file("etc/first", b"1\n"),
+            file("etc/big", &noise),
+            file("etc/last", b"3\n"),
+        ]);
+        let gz = gzip(&tar);
+        assert!(gz.len() > 50_000, "{}", gz.len());
+        for (tag, cut, cause) in [
+            ("cut-middle:1", gz.len() / 2, "incomplete deflate stream"),
+            ("cut-trailer:1", gz.len() - 8, "end-of-archive marker"),
+        ] {
+            let layout = ctx.dir.join(tag.replace(':', "-"));
+            let md = write_oci_layout(
+                &layout,
+                &ImageSpec {
+                    layers: vec![],
+                    gzip: true,
+                    env: &["PATH=/bin"],
+                    workdir: None,
+                    tag: "1",
+                },
+                &[StoredLayer {
+                    blob: gz[..cut].to_vec(),
+                    media_type: MT_LAYER_GZIP,
+                    diff_id: format!("sha256:{}", sha256_hex(&tar)),
+                }],
+            );
+            assert_eq!(import(&ctx, &home, &layout, tag, &[]), md);
+            let rootfs = home.join("rootfs").join(md.trim_start_matches("sha256:"));
+            let e = unpack(&ctx, &home, tag)
+                .expect_err("a layer with a truncated gzip stream was unpacked");
+            eprintln!("note: {tag}: {}", e.stderr.trim());
+            assert_one_line_error(
+                &e,
+                "unpack of a truncated gzip layer",
+                &[tag, "layer 1", cause],
+            );
+            let r = run_image(&ctx, &home, tag, &[], &["true"]);
+            assert_one_line_error(
+                &r,
+                "run on a truncated gzip layer",
+                &[tag, "layer 1", cause],
+            );
+            assert!(!rootfs.exists(), "{} was left", rootfs.display());
+            assert!(
+                dir_entries(&home.join("rootfs")).is_empty(),
+                "{:?}",
+                dir_entries(&home.join("rootfs"))
+            );
+            assert!(tmp_entries(&home).is_empty(), "{:?}", tmp_entries(&home));
+        }
+        // The whole stream unpacks (so the cut is what failed above).
+        let layout = ctx.dir.join("whole");
+        write_oci_layout(
+            &layout,
+            &ImageSpec {
+                layers: vec![],
+                gzip: true,
+                env: &["PATH=/bin"],
+                workdir: None,
+                tag: "1",
+            },
+            &[StoredLayer {
+                blob: gz.clone(),
+                media_type: MT_LAYER_GZIP,
+                diff_id: format!("sha256:{}", sha256_hex(&tar)),
+            }],
+        );
+        import(&ctx, &home, &layout, "whole:1", &[]);
+        let (_, root) = unpack(&ctx, &home, "whole:1")
+            .unwrap_or_else(|e| panic!("the whole stream\n{}", e.show()));
+        assert_eq!(fs::read(root.join("etc/big")).unwrap(), noise);
+        assert_eq!(fs::read_to_string(root.join("etc/last")).unwrap(), "3\n");
+        assert!(tmp_entries(&home).is_empty(), "{:?}", tmp_entries(&home));
+        ctx.assert_clean("truncated gzip layers");
+    }
+}
+
+/// The layers of the whiteout fixture (the unit tests' twin in
+/// src/image/unpack/tests.rs checks the same layers against a table).
+fn whiteout_fixture_layers() -> Vec<Vec<u8>> {
+    let mode = |mode: u32, e: Entry| Entry { mode, ..e };
+    vec![
+        layer_tar(&[
+            dir("etc/"),
+            file("etc/passwd", b"root:x:0:0\n"),
+            file("etc/gone", b"gone\n"),
+            dir("var/"),
+            dir("var/cache/"),
+            file("var/cache/a", b"a"),
+            mode(0o700, dir("var/cache/sub/")),
+            file("var/cache/sub/b", b"b"),
+            dir("opq/"),
+            file("opq/old", b"old"),
+            dir("opq/olddir/"),
+            file("opq/olddir/x", b"x"),
+            file("readd", b"first"),
+            dir("p/"),
+            file("p/child", b"child"),
+            symlink("link", "etc"),
+            dir("data/"),
+            mode(0o640, file("data/orig", b"shared")),
+            mode(0o640, hardlink("data/hl", "data/orig")),
+        ]),
+        layer_tar(&[
+            file("etc/.wh.gone", b""),
+            file("var/.wh.cache", b""),
+            file("opq/before", b"before"),
+            file("opq/.wh..wh..opq", b""),
+            mode(0o600, file("opq/after", b"after")),
+            mode(0o750, dir("opq/newdir/")),
+            file("opq/newdir/y", b"y"),
+            file(".wh.never", b""),
+            file("etc/.wh.nothing", b""),
+            file("nodir/.wh.nothing", b""),
+            file(".wh.readd", b""),
+            file("p", b"p is a file"),
+            mode(0o640, hardlink("data/hl2", "data/orig")),
+        ]),
+        layer_tar(&[
+            mode(0o600, file("readd", b"second")),
+            file("p/.wh.child", b""),
+            mode(0o750, dir("link/")),
+            file("link/inside", b"inside"),
+            file("data/.wh.orig", b""),
+            mode(0o711, dir("var/cache/")),
+            file("var/cache/new", b"new"),
+        ]),
+        layer_tar(&[file("opq/.wh.before", b""), file("var/cache/.wh.a", b"")]),
+    ]
+}
+
+/// Every path below `root` with its type, content or link target, and
+/// permission bits without setuid/setgid.
+fn tree_contents(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        for e in fs::read_dir(root.join(&rel)).unwrap() {
+            let r = rel.join(e.unwrap().file_name());
+            let p = root.join(&r);
+            let m = p.symlink_metadata().unwrap();
+            let ft = m.file_type();
+            let what = if ft.is_dir() {
+                stack.push(r.clone());
+                "dir".to_owned()
+            } else if ft.is_symlink() {
+                format!("symlink -> {}", fs::read_link(&p).unwrap().display())
+            } else if ft.is_file() {
+                format!("file {:?}", String::from_utf8_lossy(&fs::read(&p).unwrap()))
+            } else {
+                format!("special {:o}", m.mode())
+            };
+            out.insert(
+                r.display().to_string(),
+                format!("{what} mode {:o}", m.mode() & 0o1777),
+            );
+        }
+    }
+    out
+}
+
+/// The whiteout fixture unpacked by umoci and by cbrun: the same tree,
+/// path by path.
+#[test]
+fn whiteouts_unpack_as_umoci_unpacks_them() {
+    const T: &str = "whiteouts_unpack_as_umoci_unpacks_them";
+    let umoci = need!(find_tool("umoci"), T, "umoci");
+    let ctx = Ctx::new(Who::Root, "img-whiteouts");
+    let home = store_home(&ctx, "store");
+    let layout = ctx.dir.join("wh-oci");
+    write_oci_dir(
+        &layout,
+        &ImageSpec {
+            layers: whiteout_fixture_layers(),
+            gzip: true,
+            env: &["PATH=/bin"],
+            workdir: None,
+            tag: "1",
+        },
+    );
+    let bundle = ctx.dir.join("bundle");
+    let (ok, _, err) = host_cmd(
+        &umoci,
+        &[
+            "unpack",
+            "--rootless",
+            "--image",
+            &format!("{}:1", layout.display()),
+            bundle.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "umoci unpack: {err}");
+    let theirs = tree_contents(&bundle.join("rootfs"));
+
+    import(&ctx, &home, &layout, "wh:1", &[]);
+    let (report, root) =
+        unpack(&ctx, &home, "wh:1").unwrap_or_else(|e| panic!("cbrun unpack\n{}", e.show()));
+    let ours = tree_contents(&root);
+    assert_eq!(report["whiteouts"], 10, "{report}");
+
+    // Not two empty trees: the paths the fixture leaves.
+    let paths: Vec<&str> = ours.keys().map(String::as_str).collect();
+    assert_eq!(
+        paths,
+        [
+            "data",
+            "data/hl",
+            "data/hl2",
+            "etc",
+            "etc/passwd",
+            "link",
+            "link/inside",
+            "opq",
+            "opq/after",
+            "opq/newdir",
+            "opq/newdir/y",
+            "p",
+            "readd",
+            "var",
+            "var/cache",
+            "var/cache/new",
+        ]
+    );
+    let mut diffs = Vec::new();
+    for p in ours.keys().chain(theirs.keys()).collect::<BTreeSet<_>>() {
+        let (a, b) = (ours.get(p), theirs.get(p));
+        if a != b {
+            diffs.push(format!("{p}: cbrun {a:?}, umoci {b:?}"));
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "cbrun and umoci differ:\n{}",
+        diffs.join("\n")
+    );
+    // umoci keeps the links as one file too.
+    let (a, b) = (
+        bundle.join("rootfs/data/hl").metadata().unwrap(),
+        root.join("data/hl2").metadata().unwrap(),
+    );
+    assert_eq!((a.nlink(), b.nlink()), (2, 2));
+    ctx.assert_clean("whiteouts against umoci");
 }
 
 // ---------------------------------------------------------------------------

@@ -27,16 +27,24 @@
 //! in-root semantics are checked against `openat2` in the tests. It relies
 //! on nothing else writing to the rootfs while a layer is applied.
 //!
-//! Entry types. Regular files (also contiguous and GNU sparse ones, holes
-//! written as zeros), directories, symlinks (the target kept as text,
-//! whatever it is) and hard links (the target name resolved like any entry
-//! name, inside the rootfs; it must already be a regular file there, from
-//! this or an earlier layer). Character and block devices and FIFOs are
-//! dropped and counted (`devices_dropped`); whatever an earlier layer had at
-//! their path is removed, as the layer says the path is something else.
-//! GNU long names and links and PAX headers are handled by the `tar`
-//! crate; global PAX headers are ignored; other types are skipped and
-//! listed in `skipped`.
+//! Entry types. Regular files (also contiguous and GNU sparse ones; a
+//! sparse file's holes stay holes: the zeros the `tar` crate reads out for
+//! them are skipped over, not written), directories, symlinks (the target
+//! kept as text, whatever it is) and hard links (the target name resolved
+//! like any entry name, inside the rootfs; it must already be a regular
+//! file there, from this or an earlier layer). Character and block
+//! devices and FIFOs are dropped and counted (`devices_dropped`); whatever
+//! an earlier layer had at their path is removed, as the layer says the
+//! path is something else. GNU long names and links and PAX headers are
+//! handled by the `tar` crate; global PAX headers are ignored; other types
+//! are skipped and listed in `skipped`.
+//!
+//! Duplicates. A name may appear once per layer: a second entry whose name
+//! normalises to the same path (`./a`, `a`, `a/`) fails the layer, whatever
+//! the two entries' types (a later layer replacing the path is ordinary
+//! layering). A whiteout is a name of its own: `.wh.x` beside `x` is fine,
+//! `.wh.x` twice is not. The names seen are kept per layer as sha256
+//! digests, 32 bytes each, however long the names.
 //!
 //! Replacing. A directory over a directory merges (the newer header's
 //! owner, mode and times win); anything else removes what was there first
@@ -260,6 +268,8 @@ pub enum UnpackError {
     },
     #[error("layer entry {entry}: more than {limit} bytes of file content")]
     TooLarge { entry: String, limit: u64 },
+    #[error("layer entry {entry}: appears twice in this layer")]
+    Duplicate { entry: String },
     #[error("layer entry {entry}: more than {limit} entries")]
     TooManyEntries { entry: String, limit: u64 },
     #[error("layer tar truncated at {at}: {why}")]
@@ -431,12 +441,26 @@ struct LayerState {
     /// Directories with something this layer created below them.
     live: HashSet<Id>,
     finals: HashMap<Id, Final>,
+    /// sha256 of every normalised entry name of this layer.
+    names: HashSet<[u8; 32]>,
     /// Recently resolved parents by name. Cleared on every removal, the
     /// only way a resolved name can come to mean something else.
     cache: VecDeque<(Vec<u8>, Rc<DirHandle>)>,
 }
 
 const CACHE_SLOTS: usize = 8;
+
+/// The key of a normalised name in `LayerState::names`.
+fn name_digest(comps: &[Vec<u8>]) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    for c in comps {
+        // Components hold no `/`: this separates them unambiguously.
+        h.update(b"/");
+        h.update(c);
+    }
+    h.finalize().into()
+}
 
 fn ckey(parent: Id, name: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(16 + name.len());
@@ -726,6 +750,11 @@ impl<'o> Unpacker<'o> {
             return Ok(());
         }
         let comps = normalise(raw_name).map_err(|why| unsafe_err(name, why))?;
+        if !self.layer.names.insert(name_digest(&comps)) {
+            return Err(UnpackError::Duplicate {
+                entry: name.to_owned(),
+            });
+        }
         if comps.last().is_some_and(|c| c.starts_with(b".wh.")) {
             return self.whiteout(&comps, name);
         }
@@ -924,8 +953,9 @@ impl<'o> Unpacker<'o> {
         self.note_created(&parent, last.to_bytes());
         let file = File::from(fd);
 
+        let sparse = entry.header().entry_type().is_gnu_sparse();
         let mut buf = std::mem::take(&mut self.buf);
-        let copied = self.copy_content(entry, &file, &mut buf, name);
+        let copied = self.copy_content(entry, &file, &mut buf, sparse, name);
         self.buf = buf;
         let copied = copied?;
         if copied != expected {
@@ -950,11 +980,15 @@ impl<'o> Unpacker<'o> {
         Ok(())
     }
 
+    /// Copies the entry's content into `file`. For a `sparse` entry, reads
+    /// of nothing but zeros (the `tar` crate reads its holes out as such)
+    /// are seeked over, and the length set at the end, so holes stay holes.
     fn copy_content(
         &self,
         entry: &mut impl Read,
         mut file: &File,
         buf: &mut [u8],
+        sparse: bool,
         name: &str,
     ) -> Result<u64, UnpackError> {
         let mut total = 0u64;
@@ -977,7 +1011,18 @@ impl<'o> Unpacker<'o> {
                     limit: self.opts.max_bytes,
                 });
             }
-            file.write_all(&buf[..n]).map_err(io_err(name, "writing"))?;
+            let chunk = &buf[..n];
+            if sparse && all_zero(chunk) {
+                file.seek(io::SeekFrom::Current(n as i64))
+                    .map_err(io_err(name, "seeking over a hole"))?;
+                continue;
+            }
+            file.write_all(chunk).map_err(io_err(name, "writing"))?;
+        }
+        if sparse {
+            // A hole at the end has no write to give the file its length.
+            file.set_len(total)
+                .map_err(io_err(name, "setting the length"))?;
         }
         Ok(total)
     }
@@ -1410,6 +1455,14 @@ fn lenient(parsed: io::Result<u64>, raw: &[u8]) -> io::Result<u64> {
     match parsed {
         Err(_) if raw.iter().all(|b| *b == 0 || *b == b' ') => Ok(0),
         r => r,
+    }
+}
+
+/// `b` holds only zero bytes (by memcmp, fast in debug builds too).
+fn all_zero(b: &[u8]) -> bool {
+    match b.split_first() {
+        None => true,
+        Some((first, _)) => *first == 0 && b[..b.len() - 1] == b[1..],
     }
 }
 

@@ -1214,3 +1214,418 @@ fn directories_finish_even_when_inodes_are_reused() {
         assert_eq!(mode(&root.join(format!("new{i}"))), 0o751, "new{i}");
     }
 }
+
+#[test]
+fn a_name_twice_in_one_layer_is_refused() {
+    // (first, second): the second entry's name normalises to the first's.
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (L::new().file("a", "1").file("a", "2").done(), "a"),
+        (L::new().file("a", "1").file("./a", "2").done(), "./a"),
+        (L::new().dir("d/", 0o755).dir("./d", 0o755).done(), "./d"),
+        (L::new().dir("d", 0o755).file("d/", "x").done(), "d/"),
+        (
+            L::new().file("x/y", "1").file("x//./y", "2").done(),
+            "x//./y",
+        ),
+        (L::new().file("b", "1").file("q/../b", "2").done(), "q/../b"),
+        (L::new().file("c", "1").symlink("/c", "c").done(), "/c"),
+        (L::new().file("h", "1").hardlink("h", "h").done(), "h"),
+        (L::new().dir("./", 0o755).dir("/", 0o755).done(), "/"),
+        // Whiteouts are names of their own: twice is twice.
+        (
+            L::new().file(".wh.w", "").file("./.wh.w", "").done(),
+            "./.wh.w",
+        ),
+        (
+            L::new()
+                .file("o/.wh..wh..opq", "")
+                .file("o/.wh..wh..opq", "")
+                .done(),
+            "o/.wh..wh..opq",
+        ),
+        (
+            L::new()
+                .raw(EntryType::Fifo, b"dev/p", b"", b"", 0o600)
+                .file("dev/p", "x")
+                .done(),
+            "dev/p",
+        ),
+    ];
+    for (l, second) in cases {
+        let s = Scratch::new("dup");
+        let e = apply(&s.root(), &[&l]).unwrap_err();
+        assert!(
+            matches!(inner(&e), UnpackError::Duplicate { entry } if entry == second),
+            "{second}: {e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("layer 1: layer entry {second}: appears twice in this layer")
+        );
+    }
+
+    // The hostile form: a directory, then the same name as a link to a
+    // directory outside, then a file through it. Refused at the link,
+    // before anything is done with it.
+    let s = Scratch::new("dup-escape");
+    let outside = s.0.join("outside");
+    fs::create_dir(&outside).unwrap();
+    let l = L::new()
+        .dir("x/", 0o755)
+        .symlink("x", outside.to_str().unwrap())
+        .file("x/f", "pwned")
+        .done();
+    let e = apply(&s.root(), &[&l]).unwrap_err();
+    assert!(
+        matches!(inner(&e), UnpackError::Duplicate { entry } if entry == "x"),
+        "{e}"
+    );
+    assert!(fs::read_dir(&outside).unwrap().next().is_none());
+    assert!(fs::symlink_metadata(s.root().join("x")).unwrap().is_dir());
+    assert_eq!(listing(&s.root()), ["x"]);
+
+    // Across layers a name may come back (that is layering), and the
+    // names seen are forgotten between layers; `x` beside `.wh.x` in one
+    // layer is fine.
+    let s = Scratch::new("dup-layers");
+    let l1 = L::new().file("a", "1").dir("d/", 0o755).done();
+    let l2 = L::new()
+        .file("a", "2")
+        .symlink("d", "a")
+        .file("w", "w")
+        .file(".wh.w", "")
+        .done();
+    apply(&s.root(), &[&l1, &l2, &l1]).unwrap();
+    assert_eq!(read(&s.root().join("a")), "1");
+    assert!(s.root().join("d").is_dir());
+    assert_eq!(read(&s.root().join("w")), "w");
+}
+
+#[test]
+fn whiteouts_of_dot_and_dotdot_are_refused() {
+    let s = Scratch::new("whdots");
+    let root = s.root();
+    // A sibling of the rootfs (what `..` of the root would name) and
+    // content inside the rootfs.
+    let sibling = s.0.join("sibling");
+    fs::create_dir(&sibling).unwrap();
+    fs::write(sibling.join("keep"), "keep").unwrap();
+    let l1 = L::new()
+        .file("a/f", "f")
+        .file("b", "b")
+        .symlink("lnk", sibling.to_str().unwrap())
+        .done();
+    apply(&root, &[&l1]).unwrap();
+    let before = listing(&s.0);
+    for name in [
+        ".wh..",
+        ".wh...",
+        "./.wh...",
+        "a/.wh..",
+        "a/.wh...",
+        "a/missing/.wh...",
+        "lnk/.wh...",
+        ".wh.",
+        "a/.wh.",
+    ] {
+        let l = L::new().file("a/new", "x").file(name, "").done();
+        let e = apply(&root, &[&l]).unwrap_err();
+        assert!(
+            matches!(inner(&e), UnpackError::Unsafe { entry, why }
+                if entry == name && why == "whiteout of nothing, `.` or `..`"),
+            "{name}: {e}"
+        );
+        assert!(!e.to_string().contains('\n'), "{e}");
+        // Only `a/new` (before the whiteout) was written.
+        fs::remove_file(root.join("a/new")).unwrap();
+        assert_eq!(listing(&s.0), before, "{name}");
+    }
+    // A whiteout through the link to the sibling stays inside the root:
+    // there is no `keep` there, so it hides nothing.
+    let l = L::new().file("lnk/.wh.keep", "").done();
+    apply(&root, &[&l]).unwrap();
+    assert_eq!(listing(&s.0), before);
+    assert_eq!(read(&sibling.join("keep")), "keep");
+}
+
+/// A layer tar with a few entries and a file big enough that its gzip
+/// spans many deflate blocks.
+fn gzip_fixture() -> (Vec<u8>, Vec<u8>) {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let noise: Vec<u8> = (0..300_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Compressible, but not to nothing.
+            b'a' + (x % 16) as u8
+        })
+        .collect();
+    let tar = L::new()
+        .file("first", "1")
+        .raw(EntryType::Regular, b"big", b"", &noise, 0o644)
+        .file("last", "3")
+        .done();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&tar).unwrap();
+    (tar, gz.finish().unwrap())
+}
+
+#[test]
+fn truncated_gzip_layers_fail() {
+    let (tar, gz) = gzip_fixture();
+    assert!(gz.len() > 50_000, "{}", gz.len());
+    // The whole stream applies.
+    let s = Scratch::new("gzcut");
+    let layer = |b: &[u8]| decompress(BufReader::new(Cursor::new(b.to_vec()))).unwrap();
+    apply_layer(&s.root(), layer(&gz), &opts()).unwrap();
+    assert_eq!(listing(&s.root()), ["big", "first", "last"]);
+    // Cut in the middle of the deflate data (inside `big`), just before
+    // the 8-byte trailer (every entry and the end-of-archive marker are
+    // there), inside the trailer, and by one byte.
+    for (cut, at) in [
+        (gz.len() / 2, "big"),
+        (gz.len() - 8, "end-of-archive"),
+        (gz.len() - 5, "end-of-archive"),
+        (gz.len() - 1, "end-of-archive"),
+    ] {
+        let s = Scratch::new("gzcut");
+        let e = apply_layer(&s.root(), layer(&gz[..cut]), &opts())
+            .expect_err(&format!("a gzip cut at {cut} of {} applied", gz.len()));
+        let msg = e.to_string();
+        eprintln!("gzip cut at {cut} of {}: {msg}", gz.len());
+        assert!(!msg.contains('\n'), "{msg}");
+        assert!(msg.contains(at), "cut at {cut}: {msg}");
+        assert!(
+            matches!(e, UnpackError::Tar { .. } | UnpackError::Truncated { .. }),
+            "cut at {cut}: {msg}"
+        );
+        // Cut inside `big`: nothing after it was applied.
+        if at == "big" {
+            assert!(!exists(&s.root().join("last")));
+        }
+    }
+    // The same cut through apply_layers names the layer.
+    let s = Scratch::new("gzcut");
+    let e = apply_layers(&s.root(), [layer(&gz), layer(&gz[..gz.len() / 2])], &opts()).unwrap_err();
+    assert!(matches!(e, UnpackError::Layer { index: 2, .. }), "{e}");
+    // The uncompressed tar cut at the same place: Truncated, naming `big`.
+    let cut = &tar[..tar.len() / 2];
+    let e = apply(&s.root(), &[cut]).unwrap_err();
+    assert!(matches!(inner(&e), UnpackError::Truncated { .. }), "{e}");
+    assert!(e.to_string().contains("big"), "{e}");
+}
+
+#[test]
+fn a_10_gib_sparse_entry_keeps_its_holes_and_counts_its_real_size() {
+    const SIZE: u64 = 10 << 30;
+    let s = Scratch::new("sparse10g");
+    let src = s.0.join("src");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = fs::File::create(&src).unwrap();
+        f.set_len(SIZE).unwrap();
+        f.write_all_at(b"head", 0).unwrap();
+        f.write_all_at(b"middle", 5 << 30).unwrap();
+        f.write_all_at(b"tail", SIZE - 4).unwrap();
+    }
+    let mut b = tar::Builder::new(Vec::new());
+    b.sparse(true);
+    b.append_path_with_name(&src, "huge").unwrap();
+    let l = b.into_inner().unwrap();
+    fs::remove_file(&src).unwrap();
+    // Really a GNU sparse entry of 10 GiB, in a small tar.
+    assert!(l.len() < 1 << 20, "{}", l.len());
+    {
+        let mut a = tar::Archive::new(&l[..]);
+        let e = a.entries().unwrap().next().unwrap().unwrap();
+        assert_eq!(e.header().entry_type(), EntryType::GNUSparse);
+        assert_eq!(e.header().as_gnu().unwrap().real_size().unwrap(), SIZE);
+        assert!(e.header().entry_size().unwrap() < 1 << 20);
+    }
+    let root = s.root();
+    let huge = root.join("huge");
+    // Over the cap: refused before anything is written. The cap counts
+    // the real size, not the few bytes the tar stores.
+    for cap in [1 << 30, SIZE - 1] {
+        let o = UnpackOptions {
+            max_bytes: cap,
+            ..opts()
+        };
+        let e = apply_layer(&root, Cursor::new(&l), &o).unwrap_err();
+        assert!(
+            matches!(&e, UnpackError::TooLarge { entry, limit } if entry == "huge" && *limit == cap),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("layer entry huge: more than {cap} bytes of file content")
+        );
+        assert!(!exists(&huge));
+    }
+    // The default cap takes it; holes stay holes.
+    assert!(opts().max_bytes > SIZE);
+    let r = apply_layer(&root, Cursor::new(&l), &opts()).unwrap();
+    assert_eq!((r.files, r.bytes), (1, SIZE));
+    let m = fs::metadata(&huge).unwrap();
+    assert_eq!(m.len(), SIZE);
+    assert!(m.blocks() * 512 < 64 << 20, "{} blocks", m.blocks());
+    use std::os::unix::fs::FileExt;
+    let f = fs::File::open(&huge).unwrap();
+    for (at, want) in [
+        (0, &b"head\0\0"[..]),
+        ((5 << 30) - 2, b"\0\0middle\0\0"),
+        (SIZE - 6, b"\0\0tail"),
+        (3 << 30, b"\0\0\0\0"),
+    ] {
+        let mut got = vec![0xffu8; want.len()];
+        f.read_exact_at(&mut got, at).unwrap();
+        assert_eq!(got, want, "at {at}");
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Node {
+    Dir,
+    File(&'static str),
+    Link(&'static str),
+}
+
+/// Every path below `root`: (type with content or target, permission bits).
+fn tree(root: &Path) -> std::collections::BTreeMap<String, (Node, u32)> {
+    let mut out = std::collections::BTreeMap::new();
+    for rel in listing(root) {
+        let p = root.join(&rel);
+        let m = fs::symlink_metadata(&p).unwrap();
+        let node = if m.is_dir() {
+            Node::Dir
+        } else if m.file_type().is_symlink() {
+            let t = fs::read_link(&p).unwrap();
+            Node::Link(t.to_str().unwrap().to_owned().leak())
+        } else if m.is_file() {
+            Node::File(read(&p).leak())
+        } else {
+            panic!("{rel}: unexpected type {:?}", m.file_type());
+        };
+        out.insert(rel, (node, m.mode() & 0o7777));
+    }
+    out
+}
+
+/// Four layers exercising whiteouts; the result is checked path by path
+/// against a table written out by hand.
+#[test]
+fn whiteout_semantics_file_by_file() {
+    let s = Scratch::new("whfixture");
+    let root = s.root();
+    let hl = |l: L, name: &str, target: &str| {
+        l.raw(
+            EntryType::Link,
+            name.as_bytes(),
+            target.as_bytes(),
+            b"",
+            0o640,
+        )
+    };
+    let l1 = L::new()
+        .dir("etc/", 0o755)
+        .file("etc/passwd", "root:x:0:0\n")
+        .file("etc/gone", "gone\n")
+        .dir("var/", 0o755)
+        .dir("var/cache/", 0o755)
+        .file("var/cache/a", "a")
+        .dir("var/cache/sub/", 0o700)
+        .file("var/cache/sub/b", "b")
+        .dir("opq/", 0o755)
+        .file("opq/old", "old")
+        .dir("opq/olddir/", 0o755)
+        .file("opq/olddir/x", "x")
+        .file("readd", "first")
+        .dir("p/", 0o755)
+        .file("p/child", "child")
+        .symlink("link", "etc")
+        .dir("data/", 0o755)
+        .file_mode("data/orig", "shared", 0o640);
+    let l1 = hl(l1, "data/hl", "data/orig").done();
+    let l2 = L::new()
+        // A file whiteout and a directory whiteout.
+        .file("etc/.wh.gone", "")
+        .file("var/.wh.cache", "")
+        // An opaque directory with this layer's entries before and after
+        // the marker.
+        .file("opq/before", "before")
+        .file("opq/.wh..wh..opq", "")
+        .file_mode("opq/after", "after", 0o600)
+        .dir("opq/newdir/", 0o750)
+        .file("opq/newdir/y", "y")
+        // Whiteouts of paths no layer had.
+        .file(".wh.never", "")
+        .file("etc/.wh.nothing", "")
+        .file("nodir/.wh.nothing", "")
+        // Whited out here, back in layer 3.
+        .file(".wh.readd", "")
+        // A directory replaced by a file.
+        .file("p", "p is a file");
+    let l2 = hl(l2, "data/hl2", "data/orig").done();
+    let l3 = L::new()
+        .file_mode("readd", "second", 0o600)
+        // Through a parent that is a file now: nothing to hide.
+        .file("p/.wh.child", "")
+        // A symlink replaced by a directory, filled in the same layer.
+        .dir("link/", 0o750)
+        .file("link/inside", "inside")
+        // The hard links' target goes; the links keep the content.
+        .file("data/.wh.orig", "")
+        // A whited-out directory made again.
+        .dir("var/cache/", 0o711)
+        .file("var/cache/new", "new")
+        .done();
+    let l4 = L::new()
+        // A file the opaque layer made, whited out by a later one.
+        .file("opq/.wh.before", "")
+        // Under the directory made again: the old content is long gone.
+        .file("var/cache/.wh.a", "")
+        .done();
+    let r = apply(&root, &[&l1, &l2, &l3, &l4]).unwrap();
+    assert_eq!(r.whiteouts, 10, "{r:?}");
+    assert_eq!(r.opaque_dirs, 1, "{r:?}");
+
+    use Node::*;
+    let want: Vec<(&str, Node, u32)> = vec![
+        ("data", Dir, 0o755),
+        ("data/hl", File("shared"), 0o640),
+        ("data/hl2", File("shared"), 0o640),
+        ("etc", Dir, 0o755),
+        ("etc/passwd", File("root:x:0:0\n"), 0o644),
+        ("link", Dir, 0o750),
+        ("link/inside", File("inside"), 0o644),
+        ("opq", Dir, 0o755),
+        ("opq/after", File("after"), 0o600),
+        ("opq/newdir", Dir, 0o750),
+        ("opq/newdir/y", File("y"), 0o644),
+        ("p", File("p is a file"), 0o644),
+        ("readd", File("second"), 0o600),
+        ("var", Dir, 0o755),
+        ("var/cache", Dir, 0o711),
+        ("var/cache/new", File("new"), 0o644),
+    ];
+    let want: std::collections::BTreeMap<String, (Node, u32)> = want
+        .into_iter()
+        .map(|(p, n, m)| (p.to_owned(), (n, m)))
+        .collect();
+    let got = tree(&root);
+    for (p, w) in &want {
+        assert_eq!(got.get(p), Some(w), "{p}");
+    }
+    for p in got.keys() {
+        assert!(want.contains_key(p), "{p} should not be there");
+    }
+    // The two links are one file, its only names.
+    let (a, b) = (
+        fs::metadata(root.join("data/hl")).unwrap(),
+        fs::metadata(root.join("data/hl2")).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    // The directory over `link` was not made through it.
+    assert!(!exists(&root.join("etc/inside")));
+}
