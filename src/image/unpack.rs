@@ -1050,14 +1050,23 @@ impl<'o> Unpacker<'o> {
         }
         let (parent, last) = self.parent(comps, name, true)?;
         let pfd = parent.fd.as_fd();
-        // 0700 until the end of the layer: its entries must fit in.
-        match sys::mkdir_at(pfd, &last, 0o700) {
+        // Owner-writable until the end of the layer: its entries must fit
+        // in. Made with its final mode when that already allows it and the
+        // umask leaves it intact (the finishing chmod is then skipped).
+        let create_mode =
+            if meta.mode & 0o700 == 0o700 && meta.mode & !0o777 == 0 && meta.mode & self.umask == 0
+            {
+                meta.mode
+            } else {
+                0o700
+            };
+        match sys::mkdir_at(pfd, &last, create_mode) {
             Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
                 let st = sys::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
                 if !sys::is_dir(&st) {
                     self.remove(pfd, &last)
                         .map_err(io_err(name, "removing what was there"))?;
-                    sys::mkdir_at(pfd, &last, 0o700)
+                    sys::mkdir_at(pfd, &last, create_mode)
                 } else {
                     Ok(())
                 }
@@ -1403,7 +1412,12 @@ impl<'o> Unpacker<'o> {
                 if let Some((uid, gid)) = m.owner {
                     sys::chown_at(pfd, last, uid, gid).map_err(io_err(&f.entry, "chown"))?;
                 }
-                sys::chmod_at(pfd, last, m.mode).map_err(io_err(&f.entry, "chmod"))?;
+                // `st` is from before the chown, which keeps a directory's
+                // mode bits; setid bits are never in `m.mode`.
+                let current = st.map_or(0, |st| st.st_mode & 0o7777);
+                if current != m.mode {
+                    sys::chmod_at(pfd, last, m.mode).map_err(io_err(&f.entry, "chmod"))?;
+                }
                 sys::times_at(pfd, last, &m.mtime).map_err(io_err(&f.entry, "setting times"))?;
             } else if let Some(mode) = f.restore {
                 sys::chmod_at(pfd, last, mode).map_err(io_err(&f.entry, "restoring mode"))?;
