@@ -846,6 +846,16 @@ impl<'o> Unpacker<'o> {
                     }
                 } else if let Some(x) = key.strip_prefix(b"SCHILY.xattr.") {
                     xattrs.push((x.to_vec(), ext.value_bytes().to_vec()));
+                } else if key.starts_with(b"GNU.sparse.") {
+                    // PAX sparse files (what `tar --format=posix --sparse`
+                    // writes) keep their real name and their map in these
+                    // records and the entry's data; taken as a plain entry
+                    // they would land as `GNUSparseFile.N/NAME` holding the
+                    // map. Refused rather than unpacked wrong.
+                    return Err(bad(sys::other(
+                        "PAX sparse file (GNU.sparse.* records) is not supported; \
+                         repack the layer without --sparse or in GNU format",
+                    )));
                 }
             }
         }

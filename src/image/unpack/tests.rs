@@ -1696,3 +1696,26 @@ fn whiteout_semantics_file_by_file() {
     // The directory over `link` was not made through it.
     assert!(!exists(&root.join("etc/inside")));
 }
+
+#[test]
+fn pax_sparse_files_are_refused_not_unpacked_wrong() {
+    // GNU tar's POSIX-format sparse file: the real name and size in PAX
+    // records, a placeholder path, the map at the start of the data.
+    let s = Scratch::new("paxsparse");
+    let l = L::new()
+        .pax("GNU.sparse.major", b"1")
+        .pax("GNU.sparse.minor", b"0")
+        .pax("GNU.sparse.name", b"f.bin")
+        .pax("GNU.sparse.realsize", b"8388611")
+        .file("GNUSparseFile.7/f.bin", "1\n0\n5\n")
+        .done();
+    let e = apply(&s.root(), &[&l]).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("GNUSparseFile.7/f.bin"), "{msg}");
+    assert!(msg.contains("PAX sparse"), "{msg}");
+    assert!(listing(&s.root()).is_empty(), "{:?}", listing(&s.root()));
+    // Other PAX records still pass.
+    let l = L::new().pax("comment", b"hello").file("ok", "x").done();
+    apply(&s.root(), &[&l]).unwrap();
+    assert_eq!(read(&s.root().join("ok")), "x");
+}
