@@ -58,11 +58,12 @@ mod tests {
     use super::*;
 
     fn with(content: Option<&[u8]>) -> Submission {
-        let dir = std::env::temp_dir().join(format!(
-            "cbrun-submit-{}-{}",
-            std::process::id(),
-            content.map(|c| c.len()).unwrap_or(999)
-        ));
+        // One directory per call: tests run in parallel, and contents of
+        // the same length once shared a directory and removed it under
+        // each other.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("cbrun-submit-{}-{n}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join("submit");
