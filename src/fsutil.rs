@@ -81,6 +81,39 @@ pub fn read_dir_names(dir: BorrowedFd, cap: usize) -> io::Result<(Vec<CString>, 
     }
 }
 
+/// The target of the symlink `name` in `dir`, whatever its length (bounded
+/// at 1 MiB; Linux filesystems keep targets within PATH_MAX).
+pub fn readlink_at(dir: BorrowedFd, name: &CStr) -> io::Result<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    loop {
+        let n = unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        if n < buf.len() {
+            buf.truncate(n);
+            return Ok(buf);
+        }
+        // Possibly truncated: retry larger, within reason.
+        if buf.len() >= 1 << 20 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "symlink target too long",
+            ));
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

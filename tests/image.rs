@@ -237,22 +237,12 @@ fn manifest_of(entry: &Value) -> String {
     entry["manifest"].as_str().unwrap().to_owned()
 }
 
-fn dir_entries(p: &Path) -> BTreeSet<String> {
-    fs::read_dir(p)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn blobs(home: &Path) -> BTreeSet<String> {
-    dir_entries(&home.join("blobs/sha256"))
+    dir_names(&home.join("blobs/sha256"))
 }
 
 fn tmp_entries(home: &Path) -> BTreeSet<String> {
-    dir_entries(&home.join("tmp"))
+    dir_names(&home.join("tmp"))
 }
 
 /// Import and return the manifest digest printed (`NAME DIGEST`).
@@ -540,7 +530,7 @@ fn oci_archive_of(layout: &Path, out: &Path, extra: &[Entry]) {
     for name in ["oci-layout", "index.json"] {
         b.append_path_with_name(layout.join(name), name).unwrap();
     }
-    for hex in dir_entries(&layout.join("blobs/sha256")) {
+    for hex in dir_names(&layout.join("blobs/sha256")) {
         let rel = format!("blobs/sha256/{hex}");
         b.append_path_with_name(layout.join(&rel), &rel).unwrap();
     }
@@ -808,7 +798,7 @@ fn import_list_inspect_tag_rm_and_gc() {
             gc.show()
         );
         assert!(blobs(&home).is_empty(), "{:?}", blobs(&home));
-        assert!(dir_entries(&home.join("rootfs")).is_empty());
+        assert!(dir_names(&home.join("rootfs")).is_empty());
         assert!(tmp_entries(&home).is_empty());
         assert!(list(&ctx, &home).is_empty());
         ctx.assert_clean("image import/ls/inspect/tag/rm/gc");
@@ -1773,7 +1763,7 @@ fn hostile_layers_and_archives_write_nothing_outside_the_store() {
         // test dir) and /tmp.
         let mut escaped = find_named(&ctx.dir, &esc);
         escaped.extend(
-            dir_entries(Path::new("/tmp"))
+            dir_names(Path::new("/tmp"))
                 .into_iter()
                 .filter(|n| n.contains(&esc))
                 .map(|n| Path::new("/tmp").join(n)),
@@ -1851,9 +1841,9 @@ fn a_truncated_gzip_layer_fails_to_unpack_and_leaves_nothing() {
             );
             assert!(!rootfs.exists(), "{} was left", rootfs.display());
             assert!(
-                dir_entries(&home.join("rootfs")).is_empty(),
+                dir_names(&home.join("rootfs")).is_empty(),
                 "{:?}",
-                dir_entries(&home.join("rootfs"))
+                dir_names(&home.join("rootfs"))
             );
             assert!(tmp_entries(&home).is_empty(), "{:?}", tmp_entries(&home));
         }

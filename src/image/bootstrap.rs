@@ -26,6 +26,7 @@ use flate2::Compression;
 use serde::Serialize;
 
 use super::digest::{Digest, DigestWriter};
+use super::store::{check_name, check_tag};
 
 pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
 pub const DEFAULT_BUSYBOX: &str = "/bin/busybox";
@@ -547,40 +548,6 @@ impl Fields<'_> {
             Some(k) => Err(self.err(k, "unknown field")),
             None => Ok(()),
         }
-    }
-}
-
-fn check_name(s: &str) -> Result<(), String> {
-    let ok = !s.is_empty()
-        && s.len() <= 128
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-/".contains(&b))
-        && s.as_bytes()[0].is_ascii_alphanumeric()
-        && !s.contains("//")
-        && !s.ends_with('/');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{s:?}: expected lowercase letters, digits, '.', '_', '-' and '/' (up to 128)"
-        ))
-    }
-}
-
-/// The OCI tag grammar: `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`.
-fn check_tag(s: &str) -> Result<(), String> {
-    let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= 128
-        && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || b"_.-".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{s:?}: expected a tag: letters, digits, '_', '.', '-' (up to 128, not starting with '.' or '-')"
-        ))
     }
 }
 
@@ -1480,11 +1447,11 @@ source_date_epoch = 1700000000
             ),
             (
                 "name = \"X Y\"\ntag = \"t\"\nkind = \"busybox\"\n".to_owned(),
-                "field name: \"X Y\"",
+                "field name: path component \"X Y\"",
             ),
             (
                 "name = \"x\"\ntag = \"-t\"\nkind = \"busybox\"\n".to_owned(),
-                "field tag: \"-t\"",
+                "field tag: tag \"-t\": must be",
             ),
             (
                 "name = \"x\"\ntag = \"t\"\nkind = \"busybox\"\npackages = []\n".to_owned(),

@@ -207,7 +207,8 @@ fn check_registry(reg: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_path_component(c: &str) -> Result<(), String> {
+/// One `/`-separated component of a repository path (see [`check_name`]).
+pub(crate) fn check_path_component(c: &str) -> Result<(), String> {
     let bad = || {
         format!(
             "path component {c:?}: must be lowercase letters and digits, \
@@ -1300,43 +1301,44 @@ impl BlobSource {
     }
 }
 
+impl BlobSource {
+    fn reader(&mut self) -> &mut dyn BufRead {
+        match self {
+            BlobSource::Inline(r) => r,
+            BlobSource::Threaded(r) => r,
+        }
+    }
+}
+
 impl BufRead for BlobReader {
     /// The end of the blob is reported only once its digest has matched.
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         self.failure()?;
-        let at_end = match self.inner.as_mut() {
-            None => return Ok(&[]),
-            Some(BlobSource::Inline(r)) => r.fill_buf()?.is_empty(),
-            Some(BlobSource::Threaded(r)) => r.fill_buf()?.is_empty(),
+        let Some(inner) = self.inner.as_mut() else {
+            return Ok(&[]);
         };
-        if at_end {
+        if inner.reader().fill_buf()?.is_empty() {
             self.check()?;
             return Ok(&[]);
         }
-        match self.inner.as_mut().expect("present") {
-            BlobSource::Inline(r) => r.fill_buf(),
-            BlobSource::Threaded(r) => r.fill_buf(),
-        }
+        self.inner.as_mut().expect("present").reader().fill_buf()
     }
 
     fn consume(&mut self, amt: usize) {
-        match self.inner.as_mut() {
-            Some(BlobSource::Inline(r)) => r.consume(amt),
-            Some(BlobSource::Threaded(r)) => r.consume(amt),
-            None => return,
+        if let Some(inner) = self.inner.as_mut() {
+            inner.reader().consume(amt);
+            self.taken += amt as u64;
         }
-        self.taken += amt as u64;
     }
 }
 
 impl Read for BlobReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.failure()?;
-        let n = match self.inner.as_mut() {
-            None => return Ok(0),
-            Some(BlobSource::Inline(r)) => r.read(buf)?,
-            Some(BlobSource::Threaded(r)) => r.read(buf)?,
+        let Some(inner) = self.inner.as_mut() else {
+            return Ok(0);
         };
+        let n = inner.reader().read(buf)?;
         self.taken += n as u64;
         if n == 0 && !buf.is_empty() {
             self.check()?;

@@ -948,8 +948,7 @@ impl<'o> Unpacker<'o> {
         // Created with its final mode when the umask leaves that intact and
         // no xattr has to be set first (user.* needs a writable file): one
         // chmod less per file. The new descriptor is writable either way.
-        let direct =
-            meta.xattrs.is_empty() && meta.mode & !0o777 == 0 && meta.mode & self.umask == 0;
+        let direct = meta.xattrs.is_empty() && self.umask_keeps(meta.mode);
         let create_mode = if direct { meta.mode } else { 0o600 };
         let fd = match sys::open_at(parent.fd.as_fd(), &last, flags, create_mode) {
             Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
@@ -1063,13 +1062,11 @@ impl<'o> Unpacker<'o> {
         // Owner-writable until the end of the layer: its entries must fit
         // in. Made with its final mode when that already allows it and the
         // umask leaves it intact (the finishing chmod is then skipped).
-        let create_mode =
-            if meta.mode & 0o700 == 0o700 && meta.mode & !0o777 == 0 && meta.mode & self.umask == 0
-            {
-                meta.mode
-            } else {
-                0o700
-            };
+        let create_mode = if meta.mode & 0o700 == 0o700 && self.umask_keeps(meta.mode) {
+            meta.mode
+        } else {
+            0o700
+        };
         match sys::mkdir_at(pfd, &last, create_mode) {
             Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
                 let st = sys::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
@@ -1383,6 +1380,12 @@ impl<'o> Unpacker<'o> {
         } else {
             Err(sys::other("the rootfs path no longer names the rootfs"))
         }
+    }
+
+    /// Whether creating with `mode` gives exactly `mode`: plain permission
+    /// bits the umask leaves alone.
+    fn umask_keeps(&self, mode: libc::mode_t) -> bool {
+        mode & !0o777 == 0 && mode & self.umask == 0
     }
 
     fn root_chmod(&self, mode: libc::mode_t) -> io::Result<()> {

@@ -676,36 +676,9 @@ fn same_inode(a: &libc::stat, b: &libc::stat) -> bool {
 }
 
 fn readlink_at(dir: BorrowedFd, name: &CStr) -> io::Result<CString> {
-    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
-    loop {
-        let n = unsafe {
-            libc::readlinkat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let n = n as usize;
-        if n < buf.len() {
-            buf.truncate(n);
-            // The kernel never stores a NUL inside a symlink target.
-            return CString::new(buf)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "NUL in symlink"));
-        }
-        // Possibly truncated: retry larger (bounded, targets are <= PATH_MAX
-        // on Linux filesystems).
-        if buf.len() >= 1 << 20 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "symlink target too long",
-            ));
-        }
-        buf.resize(buf.len() * 2, 0);
-    }
+    // The kernel never stores a NUL inside a symlink target.
+    CString::new(crate::fsutil::readlink_at(dir, name)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "NUL in symlink"))
 }
 
 fn ts(sec: libc::time_t, nsec: i64) -> libc::timespec {

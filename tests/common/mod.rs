@@ -373,7 +373,8 @@ struct Snapshot {
     mounts: BTreeMap<String, usize>,
 }
 
-fn dir_names(p: &Path) -> BTreeSet<String> {
+/// Names in directory `p`; empty when it does not exist.
+pub fn dir_names(p: &Path) -> BTreeSet<String> {
     fs::read_dir(p)
         .map(|rd| {
             rd.flatten()

@@ -7,13 +7,13 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::image::digest::Digest;
+use crate::image::store::{check_path_component, check_tag};
 
 /// The registry host that `docker.io` names for the API.
 pub const DOCKER_HUB_REGISTRY: &str = "registry-1.docker.io";
 const DOCKER_HUB_ALIASES: [&str; 3] = ["docker.io", "index.docker.io", DOCKER_HUB_REGISTRY];
 const DEFAULT_TAG: &str = "latest";
 const MAX_NAME_LEN: usize = 255;
-const MAX_TAG_LEN: usize = 128;
 
 /// A parsed image reference.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -73,7 +73,7 @@ impl Reference {
             None => (rest, None),
         };
         if let Some(t) = &tag {
-            if !valid_tag(t) {
+            if check_tag(t).is_err() {
                 return Err(fail(
                     "a tag is 1-128 of [A-Za-z0-9_.-] and does not start with '.' or '-'",
                 ));
@@ -93,7 +93,10 @@ impl Reference {
         if repository.len() > MAX_NAME_LEN {
             return Err(fail("repository name longer than 255 characters"));
         }
-        if !repository.split('/').all(valid_path_component) {
+        if !repository
+            .split('/')
+            .all(|c| check_path_component(c).is_ok())
+        {
             return Err(fail(
                 "repository path components are lowercase [a-z0-9] separated by '.', '_', '__' or '-'",
             ));
@@ -215,41 +218,6 @@ fn normalise_registry(s: &str) -> Result<String, String> {
         return Err(format!("bad registry host {host:?}"));
     }
     Ok(lower)
-}
-
-fn valid_tag(t: &str) -> bool {
-    !t.is_empty()
-        && t.len() <= MAX_TAG_LEN
-        && t.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-        && !t.starts_with(['.', '-'])
-}
-
-/// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`
-fn valid_path_component(c: &str) -> bool {
-    let b = c.as_bytes();
-    let alnum = |x: u8| x.is_ascii_lowercase() || x.is_ascii_digit();
-    if b.is_empty() || !alnum(b[0]) || !alnum(b[b.len() - 1]) {
-        return false;
-    }
-    let mut i = 0;
-    while i < b.len() {
-        if alnum(b[i]) {
-            i += 1;
-            continue;
-        }
-        // a separator run
-        let start = i;
-        while i < b.len() && !alnum(b[i]) {
-            i += 1;
-        }
-        let sep = &c[start..i];
-        let ok = sep == "." || sep == "_" || sep == "__" || sep.bytes().all(|x| x == b'-');
-        if !ok {
-            return false;
-        }
-    }
-    true
 }
 
 #[cfg(test)]

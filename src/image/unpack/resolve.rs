@@ -139,7 +139,7 @@ impl Unpacker<'_> {
                     if links > MAX_SYMLINKS {
                         return Err(io::Error::from_raw_os_error(libc::ELOOP));
                     }
-                    let target = sys::readlink_at(cur.as_fd(), &name)?;
+                    let target = crate::fsutil::readlink_at(cur.as_fd(), &name)?;
                     if target.first() == Some(&b'/') {
                         // Absolute: from the rootfs, not the host's root.
                         phys.clear();

@@ -198,33 +198,6 @@ pub(super) fn fsetxattr(fd: BorrowedFd, name: &CStr, value: &[u8]) -> io::Result
     .map(drop)
 }
 
-pub(super) fn readlink_at(dir: BorrowedFd, name: &CStr) -> io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
-    loop {
-        let n = unsafe {
-            libc::readlinkat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let n = n as usize;
-        if n < buf.len() {
-            buf.truncate(n);
-            return Ok(buf);
-        }
-        // Possibly truncated: retry larger, within reason.
-        if buf.len() >= 1 << 20 {
-            return Err(other("symlink target too long"));
-        }
-        buf.resize(buf.len() * 2, 0);
-    }
-}
-
 /// Names in the directory open (readable) at `dir`, without `.` and `..`.
 pub(super) fn read_names(dir: BorrowedFd) -> io::Result<Vec<CString>> {
     crate::fsutil::read_dir_names(dir, usize::MAX).map(|(names, _)| names)
