@@ -114,6 +114,46 @@ pub fn readlink_at(dir: BorrowedFd, name: &CStr) -> io::Result<Vec<u8>> {
     }
 }
 
+/// Whether the directory at `path` has no entries but `.` and `..`.
+/// Reads a few entries at most, where a full listing (`read_dir`) has the
+/// kernel walk the whole directory into a 32 KiB buffer.
+pub fn dir_is_empty(path: &Path) -> io::Result<bool> {
+    let dir = File::open(path)?;
+    // Room for `.`, `..` and a couple of names: enough to find one.
+    let mut buf = [0u64; 64];
+    loop {
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                std::os::fd::AsRawFd::as_raw_fd(&dir),
+                buf.as_mut_ptr(),
+                std::mem::size_of_val(&buf),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n as usize) };
+        let mut off = 0usize;
+        // struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+        while off + 19 < bytes.len() {
+            let reclen = u16::from_ne_bytes([bytes[off + 16], bytes[off + 17]]) as usize;
+            if reclen == 0 {
+                break;
+            }
+            let name = &bytes[off + 19..(off + reclen).min(bytes.len())];
+            let name = name.split(|b| *b == 0).next().unwrap_or(&[]);
+            if name != b"." && name != b".." {
+                return Ok(false);
+            }
+            off += reclen;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +169,24 @@ mod tests {
         assert_eq!(v["a"], 2);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn dir_is_empty_sees_one_entry_among_many() {
+        let d = std::env::temp_dir().join(format!("cbrun-empty-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir(&d).unwrap();
+        assert!(dir_is_empty(&d).unwrap());
+        fs::create_dir(d.join("sub")).unwrap();
+        assert!(!dir_is_empty(&d).unwrap());
+        fs::remove_dir(d.join("sub")).unwrap();
+        assert!(dir_is_empty(&d).unwrap());
+        // Many long names: the first small read holds no `.`-only batch.
+        for i in 0..300 {
+            fs::write(d.join(format!("{i:0>200}")), b"").unwrap();
+        }
+        assert!(!dir_is_empty(&d).unwrap());
+        assert!(dir_is_empty(&d.join("missing")).is_err());
+        fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -381,7 +381,29 @@ fn main() -> ExitCode {
     code
 }
 
+/// `cbrun sandbox run ...` parsed on its own: building the whole command
+/// tree (every subcommand's arguments) costs more than a sandbox's own
+/// set-up steps. Anything but a clean parse (help, errors) goes to the full
+/// parser, so messages and help stay the full tree's.
+#[derive(Parser)]
+#[command(name = "cbrun sandbox run", no_binary_name = true)]
+struct SandboxRunOnly {
+    #[command(flatten)]
+    args: RunArgs,
+}
+
+fn sandbox_run_fast_path() -> Option<RunArgs> {
+    let mut argv = std::env::args_os().skip(1);
+    if argv.next()? != "sandbox" || argv.next()? != "run" {
+        return None;
+    }
+    SandboxRunOnly::try_parse_from(argv).ok().map(|p| p.args)
+}
+
 fn real_main() -> ExitCode {
+    if let Some(a) = sandbox_run_fast_path() {
+        return finish(sandbox_run(a));
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -415,6 +437,11 @@ fn real_main() -> ExitCode {
         Cmd::Doctor { json } => cbrun::doctor::run(json).map_err(Into::into),
         Cmd::Admin(a) => cbrun::admin::run(a).map_err(Into::into),
     };
+    finish(r)
+}
+
+/// The process's exit status for a command's result.
+fn finish(r: Result<i32>) -> ExitCode {
     match r {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {

@@ -176,8 +176,9 @@ fn gc(ctx: &Ctx) -> Value {
 fn sigkill_then_gc(who: Who) {
     let ctx = Ctx::new(who, "sigkill-gc");
     let m = ctx.sleep_marker();
+    // --cpus too: every hierarchy cbrun uses then holds a cgroup for gc.
     let opts: &[&str] = if who.has_cgroup() {
-        &["--memory", "100M", "--pids", "100"]
+        &["--memory", "100M", "--pids", "100", "--cpus", "1"]
     } else {
         &[]
     };

@@ -188,7 +188,14 @@ impl Delegation {
         match host.layout {
             Layout::Absent => problems.push("no cgroup filesystem is mounted".to_owned()),
             Layout::Legacy | Layout::Hybrid => {
-                for h in &host.v1 {
+                // Only the hierarchies a limit lives in: cbrun makes no
+                // cgroup in the others.
+                let used = host.v1.iter().filter(|h| {
+                    h.controllers
+                        .iter()
+                        .any(|c| LIMIT_CONTROLLERS.contains(&c.as_str()))
+                });
+                for h in used {
                     let dir = h.mount.join(base.strip_prefix("/").unwrap_or(&base));
                     if let Err(why) = writable_base(&dir, uid) {
                         problems.push(format!("{}: {why}", dir.display()));

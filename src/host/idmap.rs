@@ -297,22 +297,18 @@ fn overlaps(a: (u32, u32), b: (u32, u32)) -> bool {
 /// executable by us and either setuid root or carrying `cap` as a permitted
 /// file capability, on a mount without `nosuid` (which voids both).
 fn find_helper(name: &str, cap: u32, notes: &mut Vec<String>) -> Option<PathBuf> {
-    let Some(path) = HELPER_DIRS
+    let Some((path, meta)) = HELPER_DIRS
         .iter()
         .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file())
+        .find_map(|p| {
+            let m = fs::metadata(&p).ok().filter(|m| m.is_file())?;
+            Some((p, m))
+        })
     else {
         notes.push(format!(
             "{name} not found in /usr/bin or /bin (Debian: apt install uidmap)"
         ));
         return None;
-    };
-    let meta = match fs::metadata(&path) {
-        Ok(m) => m,
-        Err(e) => {
-            notes.push(format!("{}: {e}", path.display()));
-            return None;
-        }
     };
     if nix::unistd::access(&path, AccessFlags::X_OK).is_err() {
         notes.push(format!("{} is not executable by this user", path.display()));

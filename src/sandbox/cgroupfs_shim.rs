@@ -1,27 +1,37 @@
 //! libcontainer's cgroup handling, kept out of the way.
 //!
 //! libcontainer always attaches a container to cgroups: on v1 it creates a
-//! directory in every mounted hierarchy (a dozen here), fails outright when
-//! it cannot (a user without delegation), and on a failed build kills every
+//! directory in every mounted hierarchy (a dozen here, each found through a
+//! fresh procfs handle and a full mountinfo parse), fails outright when it
+//! cannot (a user without delegation), and on a failed build kills every
 //! pid listed in them. cbrun manages the sandbox's cgroup itself
-//! (`cgroups.rs`), so libcontainer gets a private view instead:
+//! (`cgroups.rs`), so libcontainer gets a private view instead, in a mount
+//! namespace of cbrun's own (as real root a plain one, otherwise inside a
+//! user namespace of its own):
 //!
-//! - as real root, cbrun enters its own mount namespace, detaches the
-//!   cgroup mounts there and leaves an empty tmpfs at /sys/fs/cgroup, so
-//!   libcontainer finds no hierarchy and does nothing;
-//! - otherwise, inside its own user namespace, cbrun lays a tmpfs over
-//!   /sys/fs/cgroup (inherited mounts are locked and cannot be detached)
-//!   holding just the files libcontainer writes to.
+//! - where the host has a cgroup2 tree (unified or hybrid), a read-only bind
+//!   of it over /sys/fs/cgroup, with /dev/null bound over its `cgroup.procs`
+//!   (and `cgroup.kill`). libcontainer then takes its cheap v2 path, is given
+//!   the tree's root as the container's cgroup, "joins" it by writing a pid
+//!   to /dev/null, and after a failed build kills whatever /dev/null lists:
+//!   nothing. Nothing to do per run;
+//! - otherwise, as real root, the cgroup mounts are detached and an empty
+//!   tmpfs is left at /sys/fs/cgroup, so libcontainer finds no hierarchy;
+//! - otherwise (rootless, v1 only) a tmpfs over /sys/fs/cgroup (inherited
+//!   mounts are locked and cannot be detached) holds per run just the files
+//!   libcontainer writes to.
 //!
 //! Nothing here is visible on the host; it goes away with cbrun.
 
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
+use nix::sys::statvfs::{statvfs, FsFlags};
 
 use crate::host::cgroup::{CgroupHost, CGROUP_ROOT};
 
@@ -43,12 +53,35 @@ fn ne(step: &'static str) -> impl FnOnce(nix::Error) -> ShimError {
     }
 }
 
+/// What libcontainer sees at /sys/fs/cgroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShimKind {
-    /// Hierarchies detached: libcontainer sees none.
+pub enum View {
+    /// The host's cgroup2 tree, read-only, its process lists /dev/null.
+    Cgroup2,
+    /// Hierarchies detached: libcontainer sees none (real root, v1 only).
     Detached,
-    /// Scratch files over the locked hierarchies (rootless).
-    Overlay,
+    /// Scratch files over the locked hierarchies (rootless, v1 only).
+    Scratch,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShimKind {
+    pub view: View,
+    /// cbrun entered a user namespace of its own (it was not real root) and
+    /// is now its uid 0.
+    pub own_userns: bool,
+}
+
+impl ShimKind {
+    /// The cgroups path libcontainer is given for run `id`.
+    pub fn libcontainer_path(&self, id: &str) -> PathBuf {
+        match self.view {
+            // The root of the bound tree exists, so libcontainer creates
+            // nothing and only writes to the /dev/null over cgroup.procs.
+            View::Cgroup2 => PathBuf::from("/"),
+            View::Detached | View::Scratch => PathBuf::from("/cbrun").join(id),
+        }
+    }
 }
 
 static ENTERED: OnceLock<Result<ShimKind, String>> = OnceLock::new();
@@ -81,7 +114,18 @@ fn enter(host: &CgroupHost) -> Result<ShimKind, ShimError> {
     }
     mount::<str, str, str, str>(None, "/", None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)
         .map_err(ne("make / private"))?;
-    let kind = if real_root {
+    let own_userns = !real_root;
+    // Any failure of the cgroup2 view falls back to the tmpfs views, which
+    // work everywhere (only slower).
+    if let Some(tree) = &host.unified {
+        if cgroup2_view(tree, real_root).is_ok() {
+            return Ok(ShimKind {
+                view: View::Cgroup2,
+                own_userns,
+            });
+        }
+    }
+    let view = if real_root {
         let mut points: Vec<&Path> = host.v1.iter().map(|h| h.mount.as_path()).collect();
         if let Some(u) = &host.unified {
             points.push(u);
@@ -91,9 +135,9 @@ fn enter(host: &CgroupHost) -> Result<ShimKind, ShimError> {
         }
         // /sys/fs/cgroup itself (tmpfs on v1, cgroup2 on unified hosts).
         let _ = umount2(CGROUP_ROOT, MntFlags::MNT_DETACH);
-        ShimKind::Detached
+        View::Detached
     } else {
-        ShimKind::Overlay
+        View::Scratch
     };
     mount::<str, str, str, str>(
         Some("cbrun-cgroup-view"),
@@ -103,12 +147,69 @@ fn enter(host: &CgroupHost) -> Result<ShimKind, ShimError> {
         Some("mode=755,size=1m"),
     )
     .map_err(ne("mount scratch tmpfs"))?;
-    Ok(kind)
+    Ok(ShimKind { view, own_userns })
+}
+
+/// Bind the cgroup2 tree mounted at `tree` read-only over /sys/fs/cgroup,
+/// with /dev/null over the files libcontainer writes pids to or reads pids
+/// (to kill) from. Undone on failure.
+///
+/// With `replace` (real root, whose mounts are not locked) everything at
+/// /sys/fs/cgroup goes first: the v1 hierarchies would otherwise be copied
+/// into, and torn down with, every sandbox's mount namespace and cbrun's.
+fn cgroup2_view(tree: &Path, replace: bool) -> Result<(), ShimError> {
+    // A remount may not drop flags the inherited mount has locked (nosuid,
+    // nodev, noexec, the atime mode): carry them all over.
+    let st = statvfs(tree).map_err(ne("statvfs cgroup2 tree"))?;
+    let mut keep = MsFlags::empty();
+    for (f, m) in [
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if st.flags().contains(f) {
+            keep |= m;
+        }
+    }
+    if !(replace && replace_with_clone(tree)) {
+        mount::<Path, str, str, str>(Some(tree), CGROUP_ROOT, None, MsFlags::MS_BIND, None)
+            .map_err(ne("bind cgroup2 tree"))?;
+    }
+    let rest = (|| {
+        mount::<str, str, str, str>(
+            None,
+            CGROUP_ROOT,
+            None,
+            MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | keep,
+            None,
+        )
+        .map_err(ne("cgroup2 tree read-only"))?;
+        for f in ["cgroup.procs", "cgroup.kill"] {
+            let p = Path::new(CGROUP_ROOT).join(f);
+            if p.exists() {
+                mount::<str, Path, str, str>(Some("/dev/null"), &p, None, MsFlags::MS_BIND, None)
+                    .map_err(ne("/dev/null over a cgroup2 file"))?;
+            }
+        }
+        // libcontainer must find a cgroup.procs to write to.
+        if !Path::new(CGROUP_ROOT).join("cgroup.procs").exists() {
+            return Err(se("cgroup2 tree")(io::Error::other("no cgroup.procs")));
+        }
+        Ok(())
+    })();
+    if rest.is_err() {
+        // Takes the /dev/null binds on top of it along.
+        let _ = umount2(CGROUP_ROOT, MntFlags::MNT_DETACH);
+    }
+    rest
 }
 
 /// Lay out the scratch files libcontainer will touch for cgroup `rel`.
 pub fn prepare_run(host: &CgroupHost, kind: ShimKind, rel: &Path) -> Result<(), ShimError> {
-    if kind == ShimKind::Detached {
+    if kind.view != View::Scratch {
         return Ok(());
     }
     let rel = rel.strip_prefix("/").unwrap_or(rel);
@@ -148,7 +249,7 @@ pub fn prepare_run(host: &CgroupHost, kind: ShimKind, rel: &Path) -> Result<(), 
 /// Drop the scratch files of one run (so nothing stale accumulates when
 /// one process runs many sandboxes).
 pub fn finish_run(host: &CgroupHost, kind: ShimKind, rel: &Path) {
-    if kind == ShimKind::Detached {
+    if kind.view != View::Scratch {
         return;
     }
     let rel = rel.strip_prefix("/").unwrap_or(rel);
@@ -165,4 +266,44 @@ fn fill_cpuset(dir: &Path) -> Result<(), ShimError> {
         }
     }
     Ok(())
+}
+
+/// Detach /sys/fs/cgroup with everything under it and put a clone of the
+/// cgroup2 mount at `tree` in its place. False (and nothing changed, or
+/// only the detach done) when the kernel lacks the new mount API.
+fn replace_with_clone(tree: &Path) -> bool {
+    let (Ok(c), Ok(target)) = (
+        std::ffi::CString::new(tree.as_os_str().as_encoded_bytes()),
+        std::ffi::CString::new(CGROUP_ROOT),
+    ) else {
+        return false;
+    };
+    // SAFETY: plain syscalls on a NUL-terminated path; the fd is owned below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: open_tree returned a new descriptor that nothing else owns.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
+    // One detach of the whole subtree: one RCU grace period, not one per
+    // hierarchy.
+    let _ = umount2(CGROUP_ROOT, MntFlags::MNT_DETACH);
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    r == 0
 }

@@ -94,12 +94,28 @@ fn openat(dir: &OwnedFd, name: &str, flags: i32) -> io::Result<File> {
 }
 
 fn read_at(dir: &OwnedFd, name: &str) -> Option<String> {
-    let mut s = String::new();
-    openat(dir, name, libc::O_RDONLY)
-        .ok()?
-        .read_to_string(&mut s)
-        .ok()?;
-    Some(s.trim().to_owned())
+    // Not read_to_string: it asks for the size first (a statx per file,
+    // and cgroup files report size 0 anyway).
+    let mut f = openat(dir, name, libc::O_RDONLY).ok()?;
+    let mut buf = Vec::with_capacity(512);
+    loop {
+        if buf.len() == buf.capacity() {
+            buf.reserve(buf.capacity());
+        }
+        let spare = buf.capacity() - buf.len();
+        let start = buf.len();
+        buf.resize(start + spare, 0);
+        match f.read(&mut buf[start..]) {
+            Ok(0) => {
+                buf.truncate(start);
+                break;
+            }
+            Ok(n) => buf.truncate(start + n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(start),
+            Err(_) => return None,
+        }
+    }
+    String::from_utf8(buf).ok().map(|s| s.trim().to_owned())
 }
 
 fn write_at(dir: &OwnedFd, name: &str, value: &str) -> io::Result<()> {
@@ -192,12 +208,23 @@ impl CgroupRoots {
         })
     }
 
-    /// Make a fresh cgroup named `name` in every hierarchy.
-    pub fn create(&self, name: &str) -> io::Result<SandboxCgroup> {
+    /// Make a fresh cgroup named `name` in every hierarchy carrying one of
+    /// `controllers` (v1; a cgroup2 tree has one hierarchy for all). A v1
+    /// cgroup costs a directory of control files to make and remove, so
+    /// hierarchies no limit needs are left out.
+    pub fn create(&self, name: &str, controllers: &[&str]) -> io::Result<SandboxCgroup> {
         let mut dirs = Vec::new();
         let cname = CString::new(name)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
         for (i, h) in self.hier.iter().enumerate() {
+            if self.v1
+                && !h
+                    .controllers
+                    .iter()
+                    .any(|c| controllers.contains(&c.as_str()))
+            {
+                continue;
+            }
             if unsafe { libc::mkdirat(h.base.as_raw_fd(), cname.as_ptr(), 0o755) } != 0 {
                 let e = io::Error::last_os_error();
                 let cg = SandboxCgroup {

@@ -170,9 +170,7 @@ fn host_scaffold(scaffolds: &Path, binds: Vec<BindMount>) -> Result<PreparedRoot
         } else if meta.is_dir() {
             // An empty host dir (often /opt) is an empty dir in the
             // scaffold: same view, one mount fewer.
-            let empty = fs::read_dir(&host)
-                .map(|mut d| d.next().is_none())
-                .unwrap_or(false);
+            let empty = crate::fsutil::dir_is_empty(&host).unwrap_or(false);
             if empty {
                 layout.push(format!("E {name}"));
                 empties.push(name);

@@ -305,7 +305,7 @@ fn run_in(
     let cg = match roots {
         Some(r) => {
             let cg = r
-                .create(&rd.id)
+                .create(&rd.id, &cgroup_controllers(&cfg.limits))
                 .map_err(|e| RunError::Setup(format!("cgroup: {e}")))?;
             rd.record.cgroup = Some(rd.id.clone());
             rd.save()?;
@@ -313,14 +313,15 @@ fn run_in(
         }
         None => None,
     };
-    let guard = CgroupGuard {
+    let mut guard = CgroupGuard {
         roots,
         cg: cg.as_ref(),
+        inside: false,
     };
 
     // libcontainer's view of cgroups: private, scratch.
     let shim = cgroupfs_shim::ensure(&host.cgroups)?;
-    let lc_rel = PathBuf::from("/cbrun").join(&rd.id);
+    let lc_rel = shim.libcontainer_path(&rd.id);
     cgroupfs_shim::prepare_run(&host.cgroups, shim, &lc_rel)?;
     let _shim_files = ShimFiles {
         host,
@@ -328,7 +329,7 @@ fn run_in(
         rel: &lc_rel,
     };
     let mut mapping = host.mapping.clone();
-    if shim == cgroupfs_shim::ShimKind::Overlay {
+    if shim.own_userns {
         // cbrun is now uid 0 of its own user namespace: the sandbox maps
         // into that single id.
         mapping = MappingSource::SingleId { uid: 0, gid: 0 };
@@ -356,7 +357,7 @@ fn run_in(
     let ids = idmap::plan(&mapping, cfg.user);
     // What the record shows is the mapping onto host ids: inside cbrun's own
     // user namespace the sandbox maps onto that namespace's single id.
-    let host_ids = if shim == cgroupfs_shim::ShimKind::Overlay {
+    let host_ids = if shim.own_userns {
         idmap::plan(
             &MappingSource::SingleId {
                 uid: host.euid,
@@ -432,6 +433,7 @@ fn run_in(
     // cbrun steps into the sandbox's cgroup so that what it forks is born
     // there, and steps out once the sandbox exists.
     if let Some(cg) = &cg {
+        guard.inside = true;
         cg.join_self()
             .map_err(|e| RunError::Setup(format!("joining cgroup: {e}")))?;
     }
@@ -443,6 +445,7 @@ fn run_in(
     if let Some(r) = roots {
         r.leave_self()
             .map_err(|e| RunError::Setup(format!("leaving the sandbox cgroup: {e}")))?;
+        guard.inside = false;
     }
     let mut container = built.map_err(|e| classify_build_error(&e))?;
     let Some(init) = container.pid() else {
@@ -592,16 +595,32 @@ impl Drop for InitGuard {
     }
 }
 
+/// The controllers a sandbox's cgroup needs: memory (its limit, the peak
+/// and OOM kills are read from it) and pids (its process list is what gets
+/// killed) always, cpu only for a CPU limit.
+fn cgroup_controllers(l: &super::config::Limits) -> Vec<&'static str> {
+    let mut v = vec!["memory", "pids"];
+    if l.cpus.is_some() {
+        v.push("cpu");
+    }
+    v
+}
+
 /// Empties and removes the sandbox's cgroup when dropped, on every path.
 struct CgroupGuard<'a> {
     roots: Option<&'a CgroupRoots>,
     cg: Option<&'a SandboxCgroup>,
+    /// cbrun itself may still be in the sandbox's cgroup (it steps in to
+    /// fork, and out right after).
+    inside: bool,
 }
 
 impl Drop for CgroupGuard<'_> {
     fn drop(&mut self) {
         if let (Some(r), Some(cg)) = (self.roots, self.cg) {
-            let _ = r.leave_self();
+            if self.inside {
+                let _ = r.leave_self();
+            }
             cg.kill_all();
             if let Err(e) = cg.remove(r) {
                 eprintln!("cbrun: warning: {e}");

@@ -67,6 +67,9 @@ pub enum SeccompError {
         step: &'static str,
         error: BackendError,
     },
+    /// A syscall number that does not fit the 32 bits seccomp compares.
+    #[error("seccomp: syscall {syscall} has no 32-bit number")]
+    BadNumber { syscall: &'static str },
     /// A filter exceeds the kernel's BPF_MAXINSNS.
     #[error("seccomp: filter {index} has {len} BPF instructions, kernel limit is {max}")]
     TooLong {
@@ -125,6 +128,7 @@ const BPF_JMP_JEQ_K: u16 = 0x05 | 0x10;
 #[cfg(target_arch = "x86_64")]
 const BPF_JMP_JGE_K: u16 = 0x05 | 0x30;
 const BPF_RET_K: u16 = 0x06;
+const BPF_JMP_JA: u16 = 0x05; // BPF_JMP | BPF_JA
 
 // Offsets into struct seccomp_data { int nr; u32 arch; u64 ip; u64 args[6]; }.
 const OFF_NR: u32 = 0;
@@ -324,6 +328,30 @@ fn prologue(audit_arch: u32) -> Vec<libc::sock_filter> {
     p
 }
 
+/// The syscalls denied whatever their arguments, as one compare each with a
+/// shared `ret`: seccompiler spends three instructions per syscall, and the
+/// kernel's cost to install a filter (checking, converting and JIT-compiling
+/// it, on every sandbox start) and to run it grows with its length.
+/// Expects the syscall number in the accumulator (the prologue leaves it
+/// there).
+fn deny_chain(deny: &[(&'static str, i64)]) -> Result<Vec<libc::sock_filter>, SeccompError> {
+    let n = deny.len();
+    let mut p = Vec::with_capacity(n + 2);
+    for (i, (name, nr)) in deny.iter().enumerate() {
+        let nr = u32::try_from(*nr).map_err(|_| SeccompError::BadNumber { syscall: name })?;
+        // From compare i, the shared ret is n - i instructions ahead.
+        let to_ret = u8::try_from(n - i).map_err(|_| SeccompError::TooLong {
+            index: 0,
+            len: n,
+            max: usize::from(u8::MAX),
+        })?;
+        p.push(jump(BPF_JMP_JEQ_K, nr, to_ret, 0));
+    }
+    p.push(stmt(BPF_JMP_JA, 1));
+    p.push(stmt(BPF_RET_K, ret_errno(libc::EPERM)));
+    Ok(p)
+}
+
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn native_arch() -> Result<(TargetArch, u32, &'static str), SeccompError> {
     Ok((arch::TARGET, arch::AUDIT, arch::NAME))
@@ -360,9 +388,8 @@ impl SeccompProgram {
         describe.push("clone3: ENOSYS".to_string());
 
         let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-        for (name, nr) in deny_always() {
-            // Empty rule list = match on the syscall number alone.
-            rules.insert(nr, Vec::new());
+        let deny = deny_always();
+        for (name, _) in &deny {
             describe.push(format!("{name}: EPERM"));
         }
 
@@ -420,6 +447,7 @@ impl SeccompProgram {
             })?;
 
         let mut program = prologue(audit_arch);
+        program.extend(deny_chain(&deny)?);
         program.extend(body.into_iter().map(|i| libc::sock_filter {
             code: i.code,
             jt: i.jt,
