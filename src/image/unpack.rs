@@ -86,7 +86,7 @@
 //!
 //! On error the rootfs is left half-applied: callers discard it.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CStr, CString};
@@ -147,7 +147,7 @@ pub fn detect(r: &mut impl BufRead) -> io::Result<Compression> {
 /// A reader of the uncompressed tar in `r` (gzip, zstd or none, detected
 /// from the magic bytes; concatenated gzip members and zstd frames are
 /// read through). xz and bzip2 are refused by name.
-pub fn decompress<'a>(mut r: impl BufRead + 'a) -> io::Result<Box<dyn Read + 'a>> {
+pub fn decompress<'a>(mut r: impl BufRead + 'a) -> io::Result<Box<dyn BufRead + 'a>> {
     let buf = r.fill_buf()?;
     if buf.len() >= ZSTD_MAGIC.len() || buf.is_empty() {
         let c = sniff(buf)?;
@@ -185,11 +185,21 @@ fn sniff(head: &[u8]) -> io::Result<Compression> {
     Ok(classify(head))
 }
 
-fn wrap<'a>(c: Compression, r: impl BufRead + 'a) -> io::Result<Box<dyn Read + 'a>> {
+/// Buffer between a decompressor and the unpacker (file data is written
+/// straight from it).
+const DECOMPRESSED_BUF: usize = 256 << 10;
+
+fn wrap<'a>(c: Compression, r: impl BufRead + 'a) -> io::Result<Box<dyn BufRead + 'a>> {
     Ok(match c {
         Compression::None => Box::new(r),
-        Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(r)),
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(r)?),
+        Compression::Gzip => Box::new(io::BufReader::with_capacity(
+            DECOMPRESSED_BUF,
+            flate2::bufread::MultiGzDecoder::new(r),
+        )),
+        Compression::Zstd => Box::new(io::BufReader::with_capacity(
+            DECOMPRESSED_BUF,
+            zstd::stream::read::Decoder::with_buffer(r)?,
+        )),
     })
 }
 
@@ -375,7 +385,7 @@ fn normalise(name: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 /// not a symlink).
 pub fn apply_layer(
     rootfs: &Path,
-    layer: impl Read,
+    layer: impl BufRead,
     opts: &UnpackOptions,
 ) -> Result<UnpackReport, UnpackError> {
     let mut u = Unpacker::open(rootfs, opts)?;
@@ -387,7 +397,7 @@ pub fn apply_layer(
 /// report is their sum. Errors say which layer (1-based).
 pub fn apply_layers(
     rootfs: &Path,
-    layers: impl IntoIterator<Item = impl Read>,
+    layers: impl IntoIterator<Item = impl BufRead>,
     opts: &UnpackOptions,
 ) -> Result<UnpackReport, UnpackError> {
     let mut u = Unpacker::open(rootfs, opts)?;
@@ -504,10 +514,19 @@ struct Track {
     limit: Cell<u64>,
     eof: Cell<bool>,
     over: Cell<bool>,
+    /// Entry data copied straight from the source (see [`Raw`]) that the
+    /// tar crate has not accounted for yet: its next skip covers it.
+    credit: Cell<u64>,
 }
 
-struct Tracked<R> {
-    inner: R,
+/// The layer stream, shared by the reader the `tar` crate owns and the
+/// unpacker, which copies a file's content straight out of the stream's
+/// buffer into the file: through the tar crate's reader every byte would
+/// be copied once more on the way.
+type Raw<'a> = RefCell<dyn BufRead + 'a>;
+
+struct Tracked<'a> {
+    inner: Rc<Raw<'a>>,
     track: Rc<Track>,
     /// Where skipped bytes (padding, data of entries not written) go.
     scratch: Vec<u8>,
@@ -516,13 +535,20 @@ struct Tracked<R> {
 /// Forward-only: lets the tar crate skip padding and unwanted data through
 /// one reused buffer instead of a fresh zeroed one per entry. Skipped bytes
 /// are still read (a digesting reader below sees them) and counted.
-impl<R: Read> Seek for Tracked<R> {
+impl Seek for Tracked<'_> {
     fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
         let SeekFrom::Current(n) = to else {
             return Err(sys::other("layer streams only skip forward"));
         };
         let mut left =
             u64::try_from(n).map_err(|_| sys::other("layer streams only skip forward"))?;
+        // Bytes already taken by a straight copy: the tar crate skips over
+        // them too (its own position does not know of them).
+        let credit = self.track.credit.replace(0);
+        if credit > left {
+            return Err(sys::other("copied past the end of an entry"));
+        }
+        left -= credit;
         if self.scratch.is_empty() {
             self.scratch = vec![0; 32 << 10];
         }
@@ -546,7 +572,7 @@ impl<R: Read> Seek for Tracked<R> {
     }
 }
 
-impl<R: Read> Read for Tracked<R> {
+impl Read for Tracked<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let t = &self.track;
         let room = t.limit.get().saturating_sub(t.pos.get());
@@ -557,13 +583,55 @@ impl<R: Read> Read for Tracked<R> {
             ));
         }
         let max = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-        let n = self.inner.read(&mut buf[..max])?;
+        let n = self.inner.borrow_mut().read(&mut buf[..max])?;
         if n == 0 && max > 0 {
             t.eof.set(true);
         }
         t.pos.set(t.pos.get() + n as u64);
         Ok(n)
     }
+}
+
+enum RawCopyError {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+/// Copies up to `len` bytes of entry data from the layer stream's own
+/// buffer into `file`; fewer only at the end of the stream.
+fn copy_raw(
+    (raw, track): (&Raw<'_>, &Track),
+    mut file: &File,
+    len: u64,
+) -> Result<u64, RawCopyError> {
+    let mut src = raw.borrow_mut();
+    let mut done = 0u64;
+    let result = loop {
+        if done == len {
+            break Ok(());
+        }
+        let avail = match src.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => break Err(RawCopyError::Read(e)),
+        };
+        if avail.is_empty() {
+            track.eof.set(true);
+            break Ok(());
+        }
+        let n = avail
+            .len()
+            .min(usize::try_from(len - done).unwrap_or(usize::MAX));
+        if let Err(e) = file.write_all(&avail[..n]) {
+            break Err(RawCopyError::Write(e));
+        }
+        src.consume(n);
+        done += n as u64;
+    };
+    // What was taken is taken, whatever happened after.
+    track.pos.set(track.pos.get() + done);
+    track.credit.set(track.credit.get() + done);
+    result.map(|()| done)
 }
 
 /// Handles on the directories of one physical path from the root, kept
@@ -650,13 +718,14 @@ impl<'o> Unpacker<'o> {
         })
     }
 
-    fn apply(&mut self, layer: impl Read) -> Result<(), UnpackError> {
+    fn apply(&mut self, layer: impl BufRead) -> Result<(), UnpackError> {
         self.layer = LayerState::default();
         self.unlock_root()?;
         let track = Rc::new(Track::default());
         track.limit.set(META_MAX);
+        let raw: Rc<Raw<'_>> = Rc::new(RefCell::new(layer));
         let mut archive = tar::Archive::new(Tracked {
-            inner: layer,
+            inner: raw.clone(),
             track: track.clone(),
             scratch: Vec::new(),
         });
@@ -716,7 +785,7 @@ impl<'o> Unpacker<'o> {
                     limit: self.opts.max_bytes,
                 });
             }
-            self.entry(&mut entry, &raw_name, &name)?;
+            self.entry(&mut entry, &raw_name, &name, (&raw, &track))?;
             last = Some(name);
         }
         if track.eof.get() && track.pos.get() > 0 {
@@ -744,6 +813,7 @@ impl<'o> Unpacker<'o> {
         entry: &mut tar::Entry<'_, impl Read>,
         raw_name: &[u8],
         name: &str,
+        raw: (&Raw<'_>, &Track),
     ) -> Result<(), UnpackError> {
         let kind = entry.header().entry_type();
         if kind.is_pax_global_extensions() {
@@ -764,7 +834,7 @@ impl<'o> Unpacker<'o> {
         match kind {
             T::Directory => self.dir(entry, &comps, name),
             T::Regular if legacy_dir => self.dir(entry, &comps, name),
-            T::Regular | T::Continuous | T::GNUSparse => self.file(entry, &comps, name),
+            T::Regular | T::Continuous | T::GNUSparse => self.file(entry, &comps, name, raw),
             T::Symlink => self.symlink(entry, &comps, name),
             T::Link => self.hardlink(entry, &comps, name),
             T::Char | T::Block | T::Fifo => self.device(&comps, name),
@@ -922,6 +992,7 @@ impl<'o> Unpacker<'o> {
         entry: &mut tar::Entry<'_, impl Read>,
         comps: &[Vec<u8>],
         name: &str,
+        raw: (&Raw<'_>, &Track),
     ) -> Result<(), UnpackError> {
         let expected = if entry.header().entry_type().is_gnu_sparse() {
             let gnu = entry.header().as_gnu().ok_or_else(|| UnpackError::Tar {
@@ -963,10 +1034,21 @@ impl<'o> Unpacker<'o> {
         let file = File::from(fd);
 
         let sparse = entry.header().entry_type().is_gnu_sparse();
-        let mut buf = std::mem::take(&mut self.buf);
-        let copied = self.copy_content(entry, &file, &mut buf, sparse, name);
-        self.buf = buf;
-        let copied = copied?;
+        let copied = if sparse {
+            // The tar crate lays out the data and holes of a sparse entry.
+            let mut buf = std::mem::take(&mut self.buf);
+            let copied = self.copy_content(entry, &file, &mut buf, sparse, name);
+            self.buf = buf;
+            copied?
+        } else {
+            copy_raw(raw, &file, expected).map_err(|e| match e {
+                RawCopyError::Read(source) => UnpackError::Tar {
+                    at: format!("entry {name}"),
+                    source,
+                },
+                RawCopyError::Write(e) => io_err(name, "writing")(e),
+            })?
+        };
         if copied != expected {
             return Err(UnpackError::Truncated {
                 at: format!("entry {name}"),
@@ -1081,7 +1163,11 @@ impl<'o> Unpacker<'o> {
             r => r,
         }
         .map_err(io_err(name, "creating directory"))?;
-        let st = sys::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
+        // Its handle goes straight into the resolve cache: the entries
+        // after a directory are most often its own, and would otherwise
+        // walk into it again (an open and a stat each time it drops out).
+        let fd = sys::open_dir_path(pfd, &last).map_err(io_err(name, "opening"))?;
+        let st = sys::fstat(fd.as_fd()).map_err(io_err(name, "stat"))?;
         self.note_created(&parent, last.to_bytes());
         if !meta.xattrs.is_empty() {
             let fd = sys::open_at(
@@ -1095,7 +1181,23 @@ impl<'o> Unpacker<'o> {
         }
         let mut phys = parent.phys.clone();
         phys.push(last);
-        self.add_final(sys::id_of(&st), phys, name, Some(dmeta), None);
+        // As a walk into it would: an existing directory the owner may not
+        // write to is opened up until the end of the layer.
+        self.unlock_dir(pfd, &phys, &st);
+        let id = sys::id_of(&st);
+        self.add_final(id, phys.clone(), name, Some(dmeta), None);
+        let mut chain = parent.chain.clone();
+        chain.push(id);
+        self.cache_put(
+            comps.join(&b'/'),
+            Rc::new(DirHandle {
+                fd,
+                id,
+                phys,
+                chain,
+                live_marked: Cell::new(false),
+            }),
+        );
         Ok(())
     }
 

@@ -777,7 +777,7 @@ fn gzip_and_zstd_layers() {
             Ok(1)
         }
     }
-    let layers: Vec<Box<dyn Read>> = vec![
+    let layers: Vec<Box<dyn BufRead>> = vec![
         decompress(BufReader::new(&gz[..])).unwrap(),
         decompress(BufReader::with_capacity(1, Trickle(&zst))).unwrap(),
         decompress(BufReader::with_capacity(1, Trickle(&l3))).unwrap(),
@@ -1718,4 +1718,57 @@ fn pax_sparse_files_are_refused_not_unpacked_wrong() {
     let l = L::new().pax("comment", b"hello").file("ok", "x").done();
     apply(&s.root(), &[&l]).unwrap();
     assert_eq!(read(&s.root().join("ok")), "x");
+}
+
+/// File data is copied straight out of the layer stream's buffer, behind
+/// the tar crate's back: whatever size the buffer hands out, every file
+/// gets exactly its bytes and the entries after it (padding skipped, PAX
+/// headers, links, a device with data that is read through) stay in step.
+#[test]
+fn straight_copies_stay_in_step_with_the_tar_stream() {
+    let sizes = [0usize, 1, 511, 512, 513, 1023, 4096, 70_001, 300_000];
+    let content = |i: usize, n: usize| -> String {
+        (0..n)
+            .map(|k| (b'a' + ((i * 7 + k) % 26) as u8) as char)
+            .collect()
+    };
+    let mut l = L::new().dir("d", 0o755);
+    for (i, n) in sizes.iter().enumerate() {
+        l = l.file(&format!("d/f{i}"), &content(i, *n));
+        if i == 3 {
+            l = l.pax("mtime", b"1600000001.5").file("d/pax", "after pax");
+        }
+    }
+    let long = format!("d/{}", "n".repeat(150));
+    let layer = l
+        .file(&long, "long name")
+        .raw(EntryType::Char, b"d/dev", b"", &[7u8; 1000], 0o644)
+        .symlink("d/s", "f1")
+        .hardlink("d/h", "d/f6")
+        .file("last", "end")
+        .done();
+    for cap in [1usize, 7, 512, 4099, 1 << 20] {
+        let s = Scratch::new(&format!("straight{cap}"));
+        let root = s.root();
+        let r = apply_layers(
+            &root,
+            [BufReader::with_capacity(cap, Cursor::new(&layer[..]))],
+            &opts(),
+        )
+        .unwrap_or_else(|e| panic!("buffer of {cap}: {e}"));
+        assert_eq!(r.files, sizes.len() as u64 + 3, "buffer of {cap}");
+        assert_eq!(r.devices_dropped, 1, "buffer of {cap}");
+        for (i, n) in sizes.iter().enumerate() {
+            assert_eq!(
+                read(&root.join(format!("d/f{i}"))),
+                content(i, *n),
+                "buffer of {cap}: d/f{i}"
+            );
+        }
+        assert_eq!(read(&root.join("d/pax")), "after pax");
+        assert_eq!(read(&root.join(&long)), "long name");
+        assert_eq!(read(&root.join("d/h")), content(6, sizes[6]));
+        assert_eq!(fs::read_link(root.join("d/s")).unwrap(), Path::new("f1"));
+        assert_eq!(read(&root.join("last")), "end");
+    }
 }
