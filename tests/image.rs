@@ -1803,13 +1803,11 @@ fn a_truncated_gzip_layer_fails_to_unpack_and_leaves_nothing() {
         ]);
         let gz = gzip(&tar);
         assert!(gz.len() > 50_000, "{}", gz.len());
-        for (tag, cut, cause) in [
-            ("cut-middle:1", gz.len() / 2, "incomplete deflate stream"),
-            ("cut-trailer:1", gz.len() - 8, "end-of-archive marker"),
-        ] {
-            let layout = ctx.dir.join(tag.replace(':', "-"));
-            let md = write_oci_layout(
-                &layout,
+        // A one-layer image whose layer blob is `blob` (all or part of
+        // `gz`), under the uncompressed tar's diff id.
+        let gz_layout = |layout: &Path, blob: &[u8]| {
+            write_oci_layout(
+                layout,
                 &ImageSpec {
                     layers: vec![],
                     gzip: true,
@@ -1818,11 +1816,18 @@ fn a_truncated_gzip_layer_fails_to_unpack_and_leaves_nothing() {
                     tag: "1",
                 },
                 &[StoredLayer {
-                    blob: gz[..cut].to_vec(),
+                    blob: blob.to_vec(),
                     media_type: MT_LAYER_GZIP,
                     diff_id: format!("sha256:{}", sha256_hex(&tar)),
                 }],
-            );
+            )
+        };
+        for (tag, cut, cause) in [
+            ("cut-middle:1", gz.len() / 2, "incomplete deflate stream"),
+            ("cut-trailer:1", gz.len() - 8, "end-of-archive marker"),
+        ] {
+            let layout = ctx.dir.join(tag.replace(':', "-"));
+            let md = gz_layout(&layout, &gz[..cut]);
             assert_eq!(import(&ctx, &home, &layout, tag, &[]), md);
             let rootfs = home.join("rootfs").join(md.trim_start_matches("sha256:"));
             let e = unpack(&ctx, &home, tag)
@@ -1849,21 +1854,7 @@ fn a_truncated_gzip_layer_fails_to_unpack_and_leaves_nothing() {
         }
         // The whole stream unpacks (so the cut is what failed above).
         let layout = ctx.dir.join("whole");
-        write_oci_layout(
-            &layout,
-            &ImageSpec {
-                layers: vec![],
-                gzip: true,
-                env: &["PATH=/bin"],
-                workdir: None,
-                tag: "1",
-            },
-            &[StoredLayer {
-                blob: gz.clone(),
-                media_type: MT_LAYER_GZIP,
-                diff_id: format!("sha256:{}", sha256_hex(&tar)),
-            }],
-        );
+        gz_layout(&layout, &gz);
         import(&ctx, &home, &layout, "whole:1", &[]);
         let (_, root) = unpack(&ctx, &home, "whole:1")
             .unwrap_or_else(|e| panic!("the whole stream\n{}", e.show()));

@@ -514,20 +514,23 @@ struct Track {
     limit: Cell<u64>,
     eof: Cell<bool>,
     over: Cell<bool>,
-    /// Entry data copied straight from the source (see [`Raw`]) that the
+    /// Entry data copied straight from the source (see [`Stream`]) that the
     /// tar crate has not accounted for yet: its next skip covers it.
     credit: Cell<u64>,
 }
 
-/// The layer stream, shared by the reader the `tar` crate owns and the
-/// unpacker, which copies a file's content straight out of the stream's
-/// buffer into the file: through the tar crate's reader every byte would
-/// be copied once more on the way.
-type Raw<'a> = RefCell<dyn BufRead + 'a>;
+/// The layer stream and its position, shared by the reader the `tar`
+/// crate owns and the unpacker, which copies a file's content straight out
+/// of the stream's buffer into the file: through the tar crate's reader
+/// every byte would be copied once more on the way.
+#[derive(Clone)]
+struct Stream<'a> {
+    raw: Rc<RefCell<dyn BufRead + 'a>>,
+    track: Rc<Track>,
+}
 
 struct Tracked<'a> {
-    inner: Rc<Raw<'a>>,
-    track: Rc<Track>,
+    stream: Stream<'a>,
     /// Where skipped bytes (padding, data of entries not written) go.
     scratch: Vec<u8>,
 }
@@ -544,7 +547,7 @@ impl Seek for Tracked<'_> {
             u64::try_from(n).map_err(|_| sys::other("layer streams only skip forward"))?;
         // Bytes already taken by a straight copy: the tar crate skips over
         // them too (its own position does not know of them).
-        let credit = self.track.credit.replace(0);
+        let credit = self.stream.track.credit.replace(0);
         if credit > left {
             return Err(sys::other("copied past the end of an entry"));
         }
@@ -565,7 +568,7 @@ impl Seek for Tracked<'_> {
                     Err(e) => return Err(e),
                 }
             }
-            Ok(self.track.pos.get())
+            Ok(self.stream.track.pos.get())
         })();
         self.scratch = scratch;
         result
@@ -574,7 +577,7 @@ impl Seek for Tracked<'_> {
 
 impl Read for Tracked<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let t = &self.track;
+        let t = &self.stream.track;
         let room = t.limit.get().saturating_sub(t.pos.get());
         if room == 0 && !buf.is_empty() {
             t.over.set(true);
@@ -583,7 +586,7 @@ impl Read for Tracked<'_> {
             ));
         }
         let max = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-        let n = self.inner.borrow_mut().read(&mut buf[..max])?;
+        let n = self.stream.raw.borrow_mut().read(&mut buf[..max])?;
         if n == 0 && max > 0 {
             t.eof.set(true);
         }
@@ -592,46 +595,46 @@ impl Read for Tracked<'_> {
     }
 }
 
-enum RawCopyError {
-    Read(io::Error),
-    Write(io::Error),
-}
-
-/// Copies up to `len` bytes of entry data from the layer stream's own
-/// buffer into `file`; fewer only at the end of the stream.
-fn copy_raw(
-    (raw, track): (&Raw<'_>, &Track),
-    mut file: &File,
-    len: u64,
-) -> Result<u64, RawCopyError> {
-    let mut src = raw.borrow_mut();
-    let mut done = 0u64;
-    let result = loop {
-        if done == len {
-            break Ok(());
-        }
-        let avail = match src.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => break Err(RawCopyError::Read(e)),
+impl Stream<'_> {
+    /// Copies the `len` bytes of entry `name`'s data from the stream's own
+    /// buffer into `file`; fewer only at the end of the stream.
+    fn copy_into(&self, mut file: &File, len: u64, name: &str) -> Result<u64, UnpackError> {
+        let mut src = self.raw.borrow_mut();
+        let mut done = 0u64;
+        let result = loop {
+            if done == len {
+                break Ok(());
+            }
+            let avail = match src.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    break Err(UnpackError::Tar {
+                        at: format!("entry {name}"),
+                        source,
+                    })
+                }
+            };
+            if avail.is_empty() {
+                self.track.eof.set(true);
+                break Ok(());
+            }
+            let n = avail
+                .len()
+                .min(usize::try_from(len - done).unwrap_or(usize::MAX));
+            if let Err(e) = file.write_all(&avail[..n]) {
+                break Err(io_err(name, "writing")(e));
+            }
+            src.consume(n);
+            done += n as u64;
         };
-        if avail.is_empty() {
-            track.eof.set(true);
-            break Ok(());
-        }
-        let n = avail
-            .len()
-            .min(usize::try_from(len - done).unwrap_or(usize::MAX));
-        if let Err(e) = file.write_all(&avail[..n]) {
-            break Err(RawCopyError::Write(e));
-        }
-        src.consume(n);
-        done += n as u64;
-    };
-    // What was taken is taken, whatever happened after.
-    track.pos.set(track.pos.get() + done);
-    track.credit.set(track.credit.get() + done);
-    result.map(|()| done)
+        // What was taken is taken, whatever happened after: the tar
+        // crate's next skip covers it.
+        let t = &self.track;
+        t.pos.set(t.pos.get() + done);
+        t.credit.set(t.credit.get() + done);
+        result.map(|()| done)
+    }
 }
 
 /// Handles on the directories of one physical path from the root, kept
@@ -723,10 +726,12 @@ impl<'o> Unpacker<'o> {
         self.unlock_root()?;
         let track = Rc::new(Track::default());
         track.limit.set(META_MAX);
-        let raw: Rc<Raw<'_>> = Rc::new(RefCell::new(layer));
-        let mut archive = tar::Archive::new(Tracked {
-            inner: raw.clone(),
+        let stream = Stream {
+            raw: Rc::new(RefCell::new(layer)),
             track: track.clone(),
+        };
+        let mut archive = tar::Archive::new(Tracked {
+            stream: stream.clone(),
             scratch: Vec::new(),
         });
         let mut entries = archive
@@ -785,7 +790,7 @@ impl<'o> Unpacker<'o> {
                     limit: self.opts.max_bytes,
                 });
             }
-            self.entry(&mut entry, &raw_name, &name, (&raw, &track))?;
+            self.entry(&mut entry, &raw_name, &name, &stream)?;
             last = Some(name);
         }
         if track.eof.get() && track.pos.get() > 0 {
@@ -813,7 +818,7 @@ impl<'o> Unpacker<'o> {
         entry: &mut tar::Entry<'_, impl Read>,
         raw_name: &[u8],
         name: &str,
-        raw: (&Raw<'_>, &Track),
+        stream: &Stream<'_>,
     ) -> Result<(), UnpackError> {
         let kind = entry.header().entry_type();
         if kind.is_pax_global_extensions() {
@@ -834,7 +839,7 @@ impl<'o> Unpacker<'o> {
         match kind {
             T::Directory => self.dir(entry, &comps, name),
             T::Regular if legacy_dir => self.dir(entry, &comps, name),
-            T::Regular | T::Continuous | T::GNUSparse => self.file(entry, &comps, name, raw),
+            T::Regular | T::Continuous | T::GNUSparse => self.file(entry, &comps, name, stream),
             T::Symlink => self.symlink(entry, &comps, name),
             T::Link => self.hardlink(entry, &comps, name),
             T::Char | T::Block | T::Fifo => self.device(&comps, name),
@@ -992,7 +997,7 @@ impl<'o> Unpacker<'o> {
         entry: &mut tar::Entry<'_, impl Read>,
         comps: &[Vec<u8>],
         name: &str,
-        raw: (&Raw<'_>, &Track),
+        stream: &Stream<'_>,
     ) -> Result<(), UnpackError> {
         let expected = if entry.header().entry_type().is_gnu_sparse() {
             let gnu = entry.header().as_gnu().ok_or_else(|| UnpackError::Tar {
@@ -1041,13 +1046,7 @@ impl<'o> Unpacker<'o> {
             self.buf = buf;
             copied?
         } else {
-            copy_raw(raw, &file, expected).map_err(|e| match e {
-                RawCopyError::Read(source) => UnpackError::Tar {
-                    at: format!("entry {name}"),
-                    source,
-                },
-                RawCopyError::Write(e) => io_err(name, "writing")(e),
-            })?
+            stream.copy_into(&file, expected, name)?
         };
         if copied != expected {
             return Err(UnpackError::Truncated {
@@ -1163,11 +1162,7 @@ impl<'o> Unpacker<'o> {
             r => r,
         }
         .map_err(io_err(name, "creating directory"))?;
-        // Its handle goes straight into the resolve cache: the entries
-        // after a directory are most often its own, and would otherwise
-        // walk into it again (an open and a stat each time it drops out).
-        let fd = sys::open_dir_path(pfd, &last).map_err(io_err(name, "opening"))?;
-        let st = sys::fstat(fd.as_fd()).map_err(io_err(name, "stat"))?;
+        let st = sys::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
         self.note_created(&parent, last.to_bytes());
         if !meta.xattrs.is_empty() {
             let fd = sys::open_at(
@@ -1181,23 +1176,7 @@ impl<'o> Unpacker<'o> {
         }
         let mut phys = parent.phys.clone();
         phys.push(last);
-        // As a walk into it would: an existing directory the owner may not
-        // write to is opened up until the end of the layer.
-        self.unlock_dir(pfd, &phys, &st);
-        let id = sys::id_of(&st);
-        self.add_final(id, phys.clone(), name, Some(dmeta), None);
-        let mut chain = parent.chain.clone();
-        chain.push(id);
-        self.cache_put(
-            comps.join(&b'/'),
-            Rc::new(DirHandle {
-                fd,
-                id,
-                phys,
-                chain,
-                live_marked: Cell::new(false),
-            }),
-        );
+        self.add_final(sys::id_of(&st), phys, name, Some(dmeta), None);
         Ok(())
     }
 

@@ -187,16 +187,16 @@ fn cgroup2_view(tree: &Path, replace: bool) -> Result<(), ShimError> {
             None,
         )
         .map_err(ne("cgroup2 tree read-only"))?;
-        for f in ["cgroup.procs", "cgroup.kill"] {
+        // cgroup.procs must be there (libcontainer writes to it);
+        // cgroup.kill only exists below a tree's root.
+        for (f, required) in [("cgroup.procs", true), ("cgroup.kill", false)] {
             let p = Path::new(CGROUP_ROOT).join(f);
             if p.exists() {
                 mount::<str, Path, str, str>(Some("/dev/null"), &p, None, MsFlags::MS_BIND, None)
                     .map_err(ne("/dev/null over a cgroup2 file"))?;
+            } else if required {
+                return Err(se("cgroup2 tree")(io::Error::other("no cgroup.procs")));
             }
-        }
-        // libcontainer must find a cgroup.procs to write to.
-        if !Path::new(CGROUP_ROOT).join("cgroup.procs").exists() {
-            return Err(se("cgroup2 tree")(io::Error::other("no cgroup.procs")));
         }
         Ok(())
     })();

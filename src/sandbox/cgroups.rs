@@ -94,27 +94,14 @@ fn openat(dir: &OwnedFd, name: &str, flags: i32) -> io::Result<File> {
 }
 
 fn read_at(dir: &OwnedFd, name: &str) -> Option<String> {
-    // Not read_to_string: it asks for the size first (a statx per file,
-    // and cgroup files report size 0 anyway).
-    let mut f = openat(dir, name, libc::O_RDONLY).ok()?;
+    // Through `take`: `File`'s own read_to_end asks for the size first (a
+    // statx per file, and cgroup files report size 0 anyway).
     let mut buf = Vec::with_capacity(512);
-    loop {
-        if buf.len() == buf.capacity() {
-            buf.reserve(buf.capacity());
-        }
-        let spare = buf.capacity() - buf.len();
-        let start = buf.len();
-        buf.resize(start + spare, 0);
-        match f.read(&mut buf[start..]) {
-            Ok(0) => {
-                buf.truncate(start);
-                break;
-            }
-            Ok(n) => buf.truncate(start + n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(start),
-            Err(_) => return None,
-        }
-    }
+    openat(dir, name, libc::O_RDONLY)
+        .ok()?
+        .take(1 << 20)
+        .read_to_end(&mut buf)
+        .ok()?;
     String::from_utf8(buf).ok().map(|s| s.trim().to_owned())
 }
 

@@ -70,6 +70,9 @@ pub enum SeccompError {
     /// A syscall number that does not fit the 32 bits seccomp compares.
     #[error("seccomp: syscall {syscall} has no 32-bit number")]
     BadNumber { syscall: &'static str },
+    /// More unconditional denies than one BPF jump (8-bit offset) spans.
+    #[error("seccomp: {0} unconditional denies; one jump spans at most 255")]
+    DenyListTooLong(usize),
     /// A filter exceeds the kernel's BPF_MAXINSNS.
     #[error("seccomp: filter {index} has {len} BPF instructions, kernel limit is {max}")]
     TooLong {
@@ -340,11 +343,7 @@ fn deny_chain(deny: &[(&'static str, i64)]) -> Result<Vec<libc::sock_filter>, Se
     for (i, (name, nr)) in deny.iter().enumerate() {
         let nr = u32::try_from(*nr).map_err(|_| SeccompError::BadNumber { syscall: name })?;
         // From compare i, the shared ret is n - i instructions ahead.
-        let to_ret = u8::try_from(n - i).map_err(|_| SeccompError::TooLong {
-            index: 0,
-            len: n,
-            max: usize::from(u8::MAX),
-        })?;
+        let to_ret = u8::try_from(n - i).map_err(|_| SeccompError::DenyListTooLong(n))?;
         p.push(jump(BPF_JMP_JEQ_K, nr, to_ret, 0));
     }
     p.push(stmt(BPF_JMP_JA, 1));

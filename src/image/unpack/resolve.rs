@@ -64,18 +64,11 @@ impl Unpacker<'_> {
             Some(p) => self.walk_from(&p, &comps[comps.len() - 1..], create)?,
             None => self.walk(comps, create)?,
         });
-        self.cache_put(key, h.clone());
-        Ok(h)
-    }
-
-    /// Remember `h` as what `key` (a name's components joined by `/`)
-    /// resolves to, replacing an older entry for it.
-    pub(super) fn cache_put(&mut self, key: Vec<u8>, h: Rc<DirHandle>) {
-        self.layer.cache.retain(|(k, _)| *k != key);
         if self.layer.cache.len() >= CACHE_SLOTS {
             self.layer.cache.pop_back();
         }
-        self.layer.cache.push_front((key, h));
+        self.layer.cache.push_front((key, h.clone()));
+        Ok(h)
     }
 
     fn walk(&mut self, comps: &[Vec<u8>], create: bool) -> io::Result<DirHandle> {
