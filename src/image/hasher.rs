@@ -18,37 +18,43 @@
 
 use std::io::{self, BufRead, Read};
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use sha2::{Digest as _, Sha256};
 
 use super::digest::Digest;
 
-/// Bytes read from the source per chunk. The hasher outruns the unpacker
-/// and sleeps between chunks, so each chunk costs a wake-up of it: 1 MiB
-/// chunks measured faster than 256 KiB ones (which stay in L2) on the
-/// bench image.
+/// Bytes handed to the hasher at once. Each hand-over wakes the hasher
+/// up, so chunks are large.
 const CHUNK: usize = 1 << 20;
+/// Bytes read from the source at once, into the chunk being filled. Small
+/// enough that what the kernel copied in is still in this core's L2 cache
+/// when the consumer copies it out again (a 1 MiB read is not).
+const READ: usize = 128 << 10;
 /// Chunks the hasher may lag behind by (bounds memory to about 6 MiB).
 const IN_FLIGHT: usize = 4;
 /// Below this many bytes a thread costs more than it saves.
 pub const THREAD_MIN: u64 = 1 << 20;
 
-type Chunk = Arc<Vec<u8>>;
-
 struct Worker {
-    tx: SyncSender<Chunk>,
-    back: Receiver<Chunk>,
+    tx: SyncSender<Vec<u8>>,
+    back: Receiver<Vec<u8>>,
     handle: JoinHandle<Sha256>,
 }
 
 /// Hashes and counts everything read on a thread of its own;
 /// [`Self::finish`] gives the digest. A [`BufRead`], so no second buffer
 /// is needed in front of it.
+///
+/// The chunk being filled belongs to the reader; once every byte of it has
+/// been read in and handed out, it goes to the hasher as it is, and is
+/// never written again until the hasher gives it back.
 pub struct ThreadedDigestReader<R> {
     inner: R,
-    chunk: Chunk,
+    chunk: Vec<u8>,
+    /// Bytes of `chunk` read from the source.
+    filled: usize,
+    /// Bytes of `chunk` handed out.
     pos: usize,
     len: u64,
     eof: bool,
@@ -66,7 +72,8 @@ impl<R: Read> ThreadedDigestReader<R> {
         let worker = spawn_worker()?;
         Some(ThreadedDigestReader {
             inner,
-            chunk: Arc::new(Vec::new()),
+            chunk: Vec::new(),
+            filled: 0,
             pos: 0,
             len: 0,
             eof: false,
@@ -77,6 +84,7 @@ impl<R: Read> ThreadedDigestReader<R> {
 
     /// The digest and length of everything read so far; joins the thread.
     pub fn finish(mut self) -> io::Result<(Digest, u64)> {
+        self.hand_over()?;
         let w = self.worker.take().expect("joined once");
         drop(w.tx);
         let hasher = w
@@ -86,66 +94,65 @@ impl<R: Read> ThreadedDigestReader<R> {
         Ok((Digest::from_hasher(hasher), self.len))
     }
 
-    /// Reads the next chunk (as full as the source allows) and hands it to
-    /// the hasher. Leaves an empty chunk at end of input.
-    fn refill(&mut self) -> io::Result<()> {
-        let mut buf = self.recycled();
-        // Zeroed once per buffer: a recycled one is already full length.
-        if buf.len() != CHUNK {
-            buf.resize(CHUNK, 0);
+    /// Sends what the current chunk holds to the hasher and starts a new
+    /// one. Called only when every byte read in was handed out.
+    fn hand_over(&mut self) -> io::Result<()> {
+        if self.filled == 0 {
+            return Ok(());
         }
-        let mut filled = 0;
-        while filled < CHUNK {
-            match self.inner.read(&mut buf[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
+        let next = self.recycled();
+        let mut full = std::mem::replace(&mut self.chunk, next);
+        full.truncate(self.filled);
+        self.filled = 0;
+        self.pos = 0;
+        let w = self.worker.as_ref().expect("running until finish");
+        w.tx.send(full)
+            .map_err(|_| io::Error::other("the hashing thread stopped"))
+    }
+
+    /// Reads the next piece of the source into the current chunk. Sets
+    /// `eof` at end of input.
+    fn refill(&mut self) -> io::Result<()> {
+        if self.filled == CHUNK {
+            self.hand_over()?;
+        }
+        if self.chunk.len() != CHUNK {
+            // Zeroed once per buffer: a recycled one is already full length.
+            self.chunk.resize(CHUNK, 0);
+        }
+        let end = (self.filled + READ).min(CHUNK);
+        loop {
+            match self.inner.read(&mut self.chunk[self.filled..end]) {
+                Ok(0) => {
+                    self.eof = true;
+                    // Nothing more will come: let the hasher finish
+                    // while the consumer does.
+                    return self.hand_over();
+                }
+                Ok(n) => {
+                    self.filled += n;
+                    self.len += n as u64;
+                    return Ok(());
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
-        buf.truncate(filled);
-        self.eof = filled == 0;
-        self.len += filled as u64;
-        let chunk = Arc::new(buf);
-        if filled > 0 {
-            let w = self.worker.as_ref().expect("running until finish");
-            if w.tx.send(Arc::clone(&chunk)).is_err() {
-                return Err(io::Error::other("the hashing thread stopped"));
-            }
-        }
-        self.chunk = chunk;
-        self.pos = 0;
-        Ok(())
     }
 
-    /// A buffer the hasher has finished with and nobody else holds, or a
-    /// new one.
+    /// A buffer the hasher has finished with, or a new one.
     fn recycled(&mut self) -> Vec<u8> {
-        // Let go of the chunk just served first, so it can come back.
-        let served = std::mem::replace(&mut self.chunk, Arc::new(Vec::new()));
-        if let Ok(v) = Arc::try_unwrap(served) {
-            // Already hashed and returned (or the empty start): reuse it.
-            if v.capacity() >= CHUNK {
-                self.spare.push(v);
-            }
-        }
         if let Some(w) = &self.worker {
-            while let Ok(c) = w.back.try_recv() {
-                // Shared still only while it is the chunk being served: it
-                // comes back through `served` above next time.
-                if let Ok(v) = Arc::try_unwrap(c) {
-                    self.spare.push(v);
-                }
-            }
+            self.spare.extend(w.back.try_iter());
         }
         self.spare.pop().unwrap_or_default()
     }
 }
 
 fn spawn_worker() -> Option<Worker> {
-    let (tx, rx) = mpsc::sync_channel::<Chunk>(IN_FLIGHT);
+    let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT);
     // Room for every chunk that can exist at once, so none is dropped.
-    let (back_tx, back) = mpsc::sync_channel::<Chunk>(IN_FLIGHT + 4);
+    let (back_tx, back) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT + 4);
     let handle = std::thread::Builder::new()
         .name("cbrun-sha256".into())
         .spawn(move || {
@@ -162,14 +169,14 @@ fn spawn_worker() -> Option<Worker> {
 
 impl<R: Read> BufRead for ThreadedDigestReader<R> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        if self.pos >= self.chunk.len() && !self.eof {
+        if self.pos >= self.filled && !self.eof {
             self.refill()?;
         }
-        Ok(&self.chunk[self.pos..])
+        Ok(&self.chunk[self.pos..self.filled])
     }
 
     fn consume(&mut self, amt: usize) {
-        self.pos = (self.pos + amt).min(self.chunk.len());
+        self.pos = (self.pos + amt).min(self.filled);
     }
 }
 
@@ -253,8 +260,8 @@ mod tests {
             if avail.is_empty() {
                 break;
             }
-            seen.insert(avail.as_ptr() as usize);
             let n = avail.len();
+            seen.insert(r.chunk.as_ptr() as usize);
             r.consume(n);
         }
         // At most the chunks that can be in flight at once, not one per
@@ -270,13 +277,13 @@ mod tests {
         let mut r = ThreadedDigestReader::new(&src[..]).unwrap();
         r.read_exact(&mut first).unwrap();
         drop(r);
-        // Whole chunks are pulled from the source, so a partial read
-        // hashes the first chunk: the digest is of what was taken in.
+        // The source is read READ bytes at a time, so a partial read
+        // hashes the first piece: the digest is of what was taken in.
         let mut r = ThreadedDigestReader::new(&src[..]).unwrap();
         r.read_exact(&mut first).unwrap();
         let (d, len) = r.finish().unwrap();
-        assert_eq!(len, CHUNK as u64);
-        assert_eq!(d, Digest::of_bytes(&src[..CHUNK]));
+        assert_eq!(len, READ as u64);
+        assert_eq!(d, Digest::of_bytes(&src[..READ]));
     }
 
     #[test]

@@ -88,7 +88,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
@@ -97,11 +97,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+mod keys;
 mod resolve;
 mod sys;
 #[cfg(test)]
 mod tests;
 
+use keys::{IdMap, IdSet, KeySet, Salt};
 use sys::Id;
 
 /// Deepest entry name, in components.
@@ -315,18 +317,29 @@ impl UnpackError {
     }
 }
 
-fn unsafe_err(entry: &str, why: impl Into<String>) -> UnpackError {
+fn unsafe_err(entry: Shown<'_>, why: impl Into<String>) -> UnpackError {
     UnpackError::Unsafe {
-        entry: entry.to_owned(),
+        entry: entry.to_string(),
         why: why.into(),
     }
 }
 
-fn io_err<'a>(entry: &'a str, op: &'static str) -> impl FnOnce(io::Error) -> UnpackError + 'a {
+fn io_err<'a>(entry: Shown<'a>, op: &'static str) -> impl FnOnce(io::Error) -> UnpackError + 'a {
     move |source| UnpackError::Io {
-        entry: entry.to_owned(),
+        entry: entry.to_string(),
         op,
         source,
+    }
+}
+
+/// An entry name as messages show it (see [`shown`]), made into text only
+/// when a message is: not once per entry.
+#[derive(Clone, Copy)]
+struct Shown<'a>(&'a [u8]);
+
+impl std::fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&shown(self.0))
     }
 }
 
@@ -357,11 +370,11 @@ fn shown(name: &[u8]) -> String {
 }
 
 /// The components of an entry name (see the module docs), or why not.
-fn normalise(name: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+fn normalise(name: &[u8]) -> Result<Vec<&[u8]>, String> {
     if name.contains(&0) {
         return Err("NUL in name".into());
     }
-    let mut out: Vec<Vec<u8>> = Vec::new();
+    let mut out: Vec<&[u8]> = Vec::new();
     for c in name.split(|b| *b == b'/') {
         match c {
             b"" | b"." => {}
@@ -370,7 +383,7 @@ fn normalise(name: &[u8]) -> Result<Vec<Vec<u8>>, String> {
                     return Err("`..` leads out of the root".into());
                 }
             }
-            c => out.push(c.to_vec()),
+            c => out.push(c),
         }
     }
     if out.len() > MAX_DEPTH {
@@ -436,8 +449,8 @@ struct DirMeta {
 /// A directory to finish at the end of the layer.
 struct Final {
     phys: Vec<CString>,
-    /// For messages.
-    entry: String,
+    /// The entry's name, for messages.
+    entry: Vec<u8>,
     /// From this layer's header for it; wins over `restore`.
     meta: Option<DirMeta>,
     /// Its mode before this layer opened it up.
@@ -446,39 +459,39 @@ struct Final {
 
 #[derive(Default)]
 struct LayerState {
-    /// Entries this layer created: parent id ++ name (see `ckey`).
-    created: HashSet<Vec<u8>>,
+    /// Entries this layer created, by parent directory and name
+    /// (`Salt::child`).
+    created: KeySet,
     /// Directories with something this layer created below them.
-    live: HashSet<Id>,
-    finals: HashMap<Id, Final>,
+    live: IdSet,
+    finals: IdMap<Final>,
     /// sha256 of every normalised entry name of this layer.
-    names: HashSet<[u8; 32]>,
+    names: KeySet,
     /// Recently resolved parents by name. Cleared on every removal, the
     /// only way a resolved name can come to mean something else.
     cache: VecDeque<(Vec<u8>, Rc<DirHandle>)>,
 }
 
-const CACHE_SLOTS: usize = 8;
-
-/// The key of a normalised name in `LayerState::names`.
-fn name_digest(comps: &[Vec<u8>]) -> [u8; 32] {
-    use sha2::Digest as _;
-    let mut h = sha2::Sha256::new();
-    for c in comps {
-        // Components hold no `/`: this separates them unambiguously.
-        h.update(b"/");
-        h.update(c);
+impl LayerState {
+    /// Empties it for the next layer, keeping the tables' room: the next
+    /// layer is likely of a similar size, and growing a table rehashes it.
+    fn clear(&mut self) {
+        let LayerState {
+            created,
+            live,
+            finals,
+            names,
+            cache,
+        } = self;
+        created.clear();
+        live.clear();
+        finals.clear();
+        names.clear();
+        cache.clear();
     }
-    h.finalize().into()
 }
 
-fn ckey(parent: Id, name: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(16 + name.len());
-    k.extend_from_slice(&parent.0.to_ne_bytes());
-    k.extend_from_slice(&parent.1.to_ne_bytes());
-    k.extend_from_slice(name);
-    k
-}
+const CACHE_SLOTS: usize = 8;
 
 /// Metadata of a file, directory or symlink entry.
 struct Meta {
@@ -504,6 +517,7 @@ struct Unpacker<'o> {
     data_seen: u64,
     buf: Vec<u8>,
     layer: LayerState,
+    keys: Salt,
 }
 
 /// Position and limits of the raw tar stream, shared with the reader the
@@ -598,7 +612,7 @@ impl Read for Tracked<'_> {
 impl Stream<'_> {
     /// Copies the `len` bytes of entry `name`'s data from the stream's own
     /// buffer into `file`; fewer only at the end of the stream.
-    fn copy_into(&self, mut file: &File, len: u64, name: &str) -> Result<u64, UnpackError> {
+    fn copy_into(&self, mut file: &File, len: u64, name: Shown<'_>) -> Result<u64, UnpackError> {
         let mut src = self.raw.borrow_mut();
         let mut done = 0u64;
         let result = loop {
@@ -718,11 +732,12 @@ impl<'o> Unpacker<'o> {
             data_seen: 0,
             buf: vec![0; 256 << 10],
             layer: LayerState::default(),
+            keys: Salt::new(),
         })
     }
 
     fn apply(&mut self, layer: impl BufRead) -> Result<(), UnpackError> {
-        self.layer = LayerState::default();
+        self.layer.clear();
         self.unlock_root()?;
         let track = Rc::new(Track::default());
         track.limit.set(META_MAX);
@@ -740,9 +755,12 @@ impl<'o> Unpacker<'o> {
                 at: "the first entry".into(),
                 source,
             })?;
-        let mut last: Option<String> = None;
-        let after = |last: &Option<String>| match last {
-            Some(n) => format!("the entry after {n}"),
+        // The previous entry's name, for messages, and a buffer for the
+        // next one's: the two swap places after every entry.
+        let mut last: Option<Vec<u8>> = None;
+        let mut raw_name = Vec::new();
+        let after = |last: &Option<Vec<u8>>| match last {
+            Some(n) => format!("the entry after {}", Shown(n)),
             None => "the first entry".to_owned(),
         };
         loop {
@@ -763,40 +781,45 @@ impl<'o> Unpacker<'o> {
                     });
                 }
             };
+            let size = entry.size();
             // What the tar crate may read before the next entry: the rest
             // of this one, then bounded extension headers.
             track.limit.set(
                 track
                     .pos
                     .get()
-                    .saturating_add(round_block(entry.size()))
+                    .saturating_add(round_block(size))
                     .saturating_add(META_MAX),
             );
-            let raw_name = entry.path_bytes().into_owned();
-            let name = shown(&raw_name);
+            raw_name.clear();
+            raw_name.extend_from_slice(&entry.path_bytes());
+            let name = Shown(&raw_name);
             self.entries += 1;
             if self.entries > self.opts.max_entries {
                 return Err(UnpackError::TooManyEntries {
-                    entry: name,
+                    entry: name.to_string(),
                     limit: self.opts.max_entries,
                 });
             }
             // Data the tar carries counts whether we write it or not (a
             // "device" with gigabytes of data is read through too).
-            self.data_seen = self.data_seen.saturating_add(entry.size());
+            self.data_seen = self.data_seen.saturating_add(size);
             if self.data_seen > self.opts.max_bytes {
                 return Err(UnpackError::TooLarge {
-                    entry: name,
+                    entry: name.to_string(),
                     limit: self.opts.max_bytes,
                 });
             }
-            self.entry(&mut entry, &raw_name, &name, &stream)?;
-            last = Some(name);
+            self.entry(&mut entry, size, name, &stream)?;
+            match &mut last {
+                Some(l) => std::mem::swap(l, &mut raw_name),
+                None => last = Some(std::mem::take(&mut raw_name)),
+            }
         }
         if track.eof.get() && track.pos.get() > 0 {
             return Err(UnpackError::Truncated {
                 at: match &last {
-                    Some(n) => format!("the end, after entry {n}"),
+                    Some(n) => format!("the end, after entry {}", Shown(n)),
                     None => "the start".to_owned(),
                 },
                 why: "no end-of-archive marker".into(),
@@ -816,18 +839,19 @@ impl<'o> Unpacker<'o> {
     fn entry(
         &mut self,
         entry: &mut tar::Entry<'_, impl Read>,
-        raw_name: &[u8],
-        name: &str,
+        size: u64,
+        name: Shown<'_>,
         stream: &Stream<'_>,
     ) -> Result<(), UnpackError> {
+        let raw_name = name.0;
         let kind = entry.header().entry_type();
         if kind.is_pax_global_extensions() {
             return Ok(());
         }
         let comps = normalise(raw_name).map_err(|why| unsafe_err(name, why))?;
-        if !self.layer.names.insert(name_digest(&comps)) {
+        if !self.layer.names.insert(self.keys.name(&comps)) {
             return Err(UnpackError::Duplicate {
-                entry: name.to_owned(),
+                entry: name.to_string(),
             });
         }
         if comps.last().is_some_and(|c| c.starts_with(b".wh.")) {
@@ -839,7 +863,9 @@ impl<'o> Unpacker<'o> {
         match kind {
             T::Directory => self.dir(entry, &comps, name),
             T::Regular if legacy_dir => self.dir(entry, &comps, name),
-            T::Regular | T::Continuous | T::GNUSparse => self.file(entry, &comps, name, stream),
+            T::Regular | T::Continuous | T::GNUSparse => {
+                self.file(entry, size, &comps, name, stream)
+            }
             T::Symlink => self.symlink(entry, &comps, name),
             T::Link => self.hardlink(entry, &comps, name),
             T::Char | T::Block | T::Fifo => self.device(&comps, name),
@@ -853,9 +879,9 @@ impl<'o> Unpacker<'o> {
         }
     }
 
-    fn skip(&mut self, name: &str, why: String) {
+    fn skip(&mut self, name: Shown<'_>, why: String) {
         if self.report.skipped.len() < MAX_SKIPPED_LISTED {
-            self.report.skipped.push((name.to_owned(), why));
+            self.report.skipped.push((name.to_string(), why));
         }
     }
 
@@ -864,7 +890,7 @@ impl<'o> Unpacker<'o> {
     fn meta(
         &mut self,
         entry: &mut tar::Entry<'_, impl Read>,
-        name: &str,
+        name: Shown<'_>,
         count_setid: bool,
     ) -> Result<Meta, UnpackError> {
         let bad = |source| UnpackError::Tar {
@@ -873,16 +899,17 @@ impl<'o> Unpacker<'o> {
         };
         let h = entry.header();
         let old = h.as_old();
-        let mut mode = lenient(h.mode().map(u64::from), &old.mode).map_err(bad)? as u32 & 0o7777;
+        let mut mode =
+            num_field(&old.mode, || h.mode().map(u64::from)).map_err(bad)? as u32 & 0o7777;
         if mode & 0o6000 != 0 {
             mode &= !0o6000;
             if count_setid {
                 self.report.setid_stripped += 1;
             }
         }
-        let uid = lenient(h.uid(), &old.uid).map_err(bad)?;
-        let gid = lenient(h.gid(), &old.gid).map_err(bad)?;
-        let header_mtime = lenient(h.mtime(), &old.mtime).map_err(bad)?;
+        let uid = num_field(&old.uid, || h.uid()).map_err(bad)?;
+        let gid = num_field(&old.gid, || h.gid()).map_err(bad)?;
+        let header_mtime = num_field(&old.mtime, || h.mtime()).map_err(bad)?;
         let owner = match self.opts.owner {
             OwnerMode::Caller => {
                 if (uid, gid) != (0, 0) {
@@ -968,7 +995,7 @@ impl<'o> Unpacker<'o> {
 
     /// Records that this layer created `name` in `parent`.
     fn note_created(&mut self, parent: &DirHandle, name: &[u8]) {
-        self.layer.created.insert(ckey(parent.id, name));
+        self.layer.created.insert(self.keys.child(parent.id, name));
         if !parent.live_marked.get() {
             self.layer.live.extend(parent.chain.iter().copied());
             parent.live_marked.set(true);
@@ -978,8 +1005,8 @@ impl<'o> Unpacker<'o> {
     /// The parent directory of the entry `comps` and its last component.
     fn parent(
         &mut self,
-        comps: &[Vec<u8>],
-        name: &str,
+        comps: &[&[u8]],
+        name: Shown<'_>,
         create: bool,
     ) -> Result<(Rc<DirHandle>, CString), UnpackError> {
         let (last, dir) = comps
@@ -995,8 +1022,9 @@ impl<'o> Unpacker<'o> {
     fn file(
         &mut self,
         entry: &mut tar::Entry<'_, impl Read>,
-        comps: &[Vec<u8>],
-        name: &str,
+        size: u64,
+        comps: &[&[u8]],
+        name: Shown<'_>,
         stream: &Stream<'_>,
     ) -> Result<(), UnpackError> {
         let expected = if entry.header().entry_type().is_gnu_sparse() {
@@ -1009,10 +1037,10 @@ impl<'o> Unpacker<'o> {
                 source,
             })?
         } else {
-            entry.size()
+            size
         };
         let too_large = || UnpackError::TooLarge {
-            entry: name.to_owned(),
+            entry: name.to_string(),
             limit: self.opts.max_bytes,
         };
         if self.report.bytes.saturating_add(expected) > self.opts.max_bytes {
@@ -1079,7 +1107,7 @@ impl<'o> Unpacker<'o> {
         mut file: &File,
         buf: &mut [u8],
         sparse: bool,
-        name: &str,
+        name: Shown<'_>,
     ) -> Result<u64, UnpackError> {
         let mut total = 0u64;
         loop {
@@ -1097,7 +1125,7 @@ impl<'o> Unpacker<'o> {
             total += n as u64;
             if self.report.bytes.saturating_add(total) > self.opts.max_bytes {
                 return Err(UnpackError::TooLarge {
-                    entry: name.to_owned(),
+                    entry: name.to_string(),
                     limit: self.opts.max_bytes,
                 });
             }
@@ -1120,8 +1148,8 @@ impl<'o> Unpacker<'o> {
     fn dir(
         &mut self,
         entry: &mut tar::Entry<'_, impl Read>,
-        comps: &[Vec<u8>],
-        name: &str,
+        comps: &[&[u8]],
+        name: Shown<'_>,
     ) -> Result<(), UnpackError> {
         let meta = self.meta(entry, name, true)?;
         self.report.dirs += 1;
@@ -1188,13 +1216,13 @@ impl<'o> Unpacker<'o> {
         &mut self,
         id: Id,
         phys: Vec<CString>,
-        name: &str,
+        name: Shown<'_>,
         meta: Option<DirMeta>,
         restore: Option<libc::mode_t>,
     ) {
         let fresh = |phys| Final {
             phys,
-            entry: name.to_owned(),
+            entry: name.0.to_vec(),
             meta: None,
             restore: None,
         };
@@ -1209,7 +1237,7 @@ impl<'o> Unpacker<'o> {
         };
         if meta.is_some() {
             f.meta = meta;
-            f.entry = name.to_owned();
+            f.entry = name.0.to_vec();
         }
         if f.restore.is_none() {
             f.restore = restore;
@@ -1219,8 +1247,8 @@ impl<'o> Unpacker<'o> {
     fn symlink(
         &mut self,
         entry: &mut tar::Entry<'_, impl Read>,
-        comps: &[Vec<u8>],
-        name: &str,
+        comps: &[&[u8]],
+        name: Shown<'_>,
     ) -> Result<(), UnpackError> {
         let target = entry
             .link_name_bytes()
@@ -1256,8 +1284,8 @@ impl<'o> Unpacker<'o> {
     fn hardlink(
         &mut self,
         entry: &mut tar::Entry<'_, impl Read>,
-        comps: &[Vec<u8>],
-        name: &str,
+        comps: &[&[u8]],
+        name: Shown<'_>,
     ) -> Result<(), UnpackError> {
         let target = entry
             .link_name_bytes()
@@ -1312,7 +1340,7 @@ impl<'o> Unpacker<'o> {
         Ok(())
     }
 
-    fn device(&mut self, comps: &[Vec<u8>], name: &str) -> Result<(), UnpackError> {
+    fn device(&mut self, comps: &[&[u8]], name: Shown<'_>) -> Result<(), UnpackError> {
         let (parent, last) = self.parent(comps, name, true)?;
         self.remove(parent.fd.as_fd(), &last)
             .map_err(io_err(name, "removing what was there"))?;
@@ -1320,11 +1348,11 @@ impl<'o> Unpacker<'o> {
         Ok(())
     }
 
-    fn whiteout(&mut self, comps: &[Vec<u8>], name: &str) -> Result<(), UnpackError> {
+    fn whiteout(&mut self, comps: &[&[u8]], name: Shown<'_>) -> Result<(), UnpackError> {
         let (last, dir) = comps
             .split_last()
             .ok_or_else(|| unsafe_err(name, "names the root itself"))?;
-        if last.as_slice() == b".wh..wh..opq" {
+        if *last == b".wh..wh..opq" {
             // The layer has this directory: make it if it is missing.
             let d = self
                 .resolve(dir, true)
@@ -1352,7 +1380,11 @@ impl<'o> Unpacker<'o> {
             Err(e) => return Err(io_err(name, "resolving the parent directory")(e)),
         };
         let ctarget = sys::cstring(target).map_err(io_err(name, "naming"))?;
-        if !self.layer.created.contains(&ckey(parent.id, target)) {
+        if !self
+            .layer
+            .created
+            .contains(&self.keys.child(parent.id, target))
+        {
             self.remove(parent.fd.as_fd(), &ctarget)
                 .map_err(io_err(name, "removing"))?;
             return Ok(());
@@ -1363,7 +1395,7 @@ impl<'o> Unpacker<'o> {
         let st = sys::lstat_opt(parent.fd.as_fd(), &ctarget).map_err(io_err(name, "stat"))?;
         if st.as_ref().is_some_and(sys::is_dir) {
             let mut all = dir.to_vec();
-            all.push(target.to_vec());
+            all.push(target);
             let d = self
                 .resolve(&all, false)
                 .map_err(io_err(name, "resolving"))?;
@@ -1393,7 +1425,10 @@ impl<'o> Unpacker<'o> {
             let Some(st) = sys::lstat_opt(dir, &child)? else {
                 continue;
             };
-            let made = self.layer.created.contains(&ckey(dir_id, child.to_bytes()));
+            let made = self
+                .layer
+                .created
+                .contains(&self.keys.child(dir_id, child.to_bytes()));
             let keep = made || (sys::is_dir(&st) && self.layer.live.contains(&sys::id_of(&st)));
             if !keep {
                 sys::remove_tree(dir, &child, depth + 1)?;
@@ -1426,8 +1461,8 @@ impl<'o> Unpacker<'o> {
         };
         let old = st.st_mode & 0o7777;
         if sys::chmod_at(parent, last, old | 0o700).is_ok() {
-            let name = shown(&phys_bytes(phys));
-            self.add_final(sys::id_of(st), phys.to_vec(), &name, None, Some(old));
+            let name = phys_bytes(phys);
+            self.add_final(sys::id_of(st), phys.to_vec(), Shown(&name), None, Some(old));
         }
     }
 
@@ -1446,7 +1481,7 @@ impl<'o> Unpacker<'o> {
                 source,
             })?;
         let id = self.root_id;
-        self.add_final(id, Vec::new(), ".", None, Some(old));
+        self.add_final(id, Vec::new(), Shown(b"."), None, Some(old));
         Ok(())
     }
 
@@ -1496,25 +1531,27 @@ impl<'o> Unpacker<'o> {
                 Err(e) if sys::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR, libc::ELOOP]) => {
                     continue
                 }
-                Err(e) => return Err(io_err(&f.entry, "finishing directory")(e)),
+                Err(e) => return Err(io_err(Shown(&f.entry), "finishing directory")(e)),
             };
-            let st = sys::lstat_opt(pfd, last).map_err(io_err(&f.entry, "stat"))?;
+            let st = sys::lstat_opt(pfd, last).map_err(io_err(Shown(&f.entry), "stat"))?;
             if !st.is_some_and(|st| sys::is_dir(&st) && sys::id_of(&st) == id) {
                 continue;
             }
             if let Some(m) = f.meta {
                 if let Some((uid, gid)) = m.owner {
-                    sys::chown_at(pfd, last, uid, gid).map_err(io_err(&f.entry, "chown"))?;
+                    sys::chown_at(pfd, last, uid, gid).map_err(io_err(Shown(&f.entry), "chown"))?;
                 }
                 // `st` is from before the chown, which keeps a directory's
                 // mode bits; setid bits are never in `m.mode`.
                 let current = st.map_or(0, |st| st.st_mode & 0o7777);
                 if current != m.mode {
-                    sys::chmod_at(pfd, last, m.mode).map_err(io_err(&f.entry, "chmod"))?;
+                    sys::chmod_at(pfd, last, m.mode).map_err(io_err(Shown(&f.entry), "chmod"))?;
                 }
-                sys::times_at(pfd, last, &m.mtime).map_err(io_err(&f.entry, "setting times"))?;
+                sys::times_at(pfd, last, &m.mtime)
+                    .map_err(io_err(Shown(&f.entry), "setting times"))?;
             } else if let Some(mode) = f.restore {
-                sys::chmod_at(pfd, last, mode).map_err(io_err(&f.entry, "restoring mode"))?;
+                sys::chmod_at(pfd, last, mode)
+                    .map_err(io_err(Shown(&f.entry), "restoring mode"))?;
             }
         }
         Ok(())
@@ -1555,6 +1592,35 @@ impl<'o> Unpacker<'o> {
         }
         Ok(())
     }
+}
+
+/// A numeric header field: parsed here when it is plain octal, as nearly
+/// every writer leaves it, else by the `tar` crate (`slow`); see
+/// [`lenient`].
+fn num_field(raw: &[u8], slow: impl FnOnce() -> io::Result<u64>) -> io::Result<u64> {
+    match plain_octal(raw) {
+        Some(n) => Ok(n),
+        None => lenient(slow(), raw),
+    }
+}
+
+/// The value the `tar` crate reads from a field that, up to its first NUL
+/// and without surrounding blanks, is 1 to 21 octal digits; `None` for
+/// anything else (base-256, blank, odd), which is left to the crate.
+fn plain_octal(raw: &[u8]) -> Option<u64> {
+    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+    let digits = raw[..end].trim_ascii();
+    if digits.is_empty() || digits.len() > 21 {
+        return None;
+    }
+    let mut n = 0u64;
+    for &d in digits {
+        if !(b'0'..=b'7').contains(&d) {
+            return None;
+        }
+        n = n << 3 | u64::from(d - b'0');
+    }
+    Some(n)
 }
 
 /// A numeric header field; a blank one (NULs and spaces, as some writers

@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
 
 use super::sys::{self, Id};
-use super::{ckey, DirHandle, OwnerMode, Unpacker, CACHE_SLOTS, MAX_DEPTH};
+use super::{DirHandle, OwnerMode, Unpacker, CACHE_SLOTS, MAX_DEPTH};
 
 /// Symlinks followed while resolving one name (the kernel's own limit).
 const MAX_SYMLINKS: u32 = 40;
@@ -43,23 +43,23 @@ impl Unpacker<'_> {
     /// resolved inside the rootfs. With `create`, missing directories the
     /// name itself mentions are made (0755, owned as the layer's root); a
     /// missing directory reached through a symlink's target is ENOENT.
-    pub(super) fn resolve(&mut self, comps: &[Vec<u8>], create: bool) -> io::Result<Rc<DirHandle>> {
-        let key = comps.join(&b'/');
-        if let Some((_, h)) = self.layer.cache.iter().find(|(k, _)| *k == key) {
-            return Ok(h.clone());
+    pub(super) fn resolve(&mut self, comps: &[&[u8]], create: bool) -> io::Result<Rc<DirHandle>> {
+        let cached = |cache: &VecDeque<(Vec<u8>, Rc<DirHandle>)>, comps: &[&[u8]]| {
+            cache
+                .iter()
+                .find(|(k, _)| joined_is(k, comps))
+                .map(|(_, h)| h.clone())
+        };
+        if let Some(h) = cached(&self.layer.cache, comps) {
+            return Ok(h);
         }
         // A new directory is most often just made inside the last one
         // resolved: walk on from the cached parent instead of from `/`.
         // The cache is emptied by every removal, so a cached handle is what
         // a walk from `/` would give.
-        let start = comps.split_last().and_then(|(_, parent)| {
-            let pkey = parent.join(&b'/');
-            self.layer
-                .cache
-                .iter()
-                .find(|(k, _)| *k == pkey)
-                .map(|(_, h)| h.clone())
-        });
+        let start = comps
+            .split_last()
+            .and_then(|(_, parent)| cached(&self.layer.cache, parent));
         let h = Rc::new(match start {
             Some(p) => self.walk_from(&p, &comps[comps.len() - 1..], create)?,
             None => self.walk(comps, create)?,
@@ -67,11 +67,11 @@ impl Unpacker<'_> {
         if self.layer.cache.len() >= CACHE_SLOTS {
             self.layer.cache.pop_back();
         }
-        self.layer.cache.push_front((key, h.clone()));
+        self.layer.cache.push_front((comps.join(&b'/'), h.clone()));
         Ok(h)
     }
 
-    fn walk(&mut self, comps: &[Vec<u8>], create: bool) -> io::Result<DirHandle> {
+    fn walk(&mut self, comps: &[&[u8]], create: bool) -> io::Result<DirHandle> {
         let start = (Cur::Owned(self.root_dup()?), Vec::new(), vec![self.root_id]);
         self.walk_on(start, comps, create)
     }
@@ -80,7 +80,7 @@ impl Unpacker<'_> {
     fn walk_from(
         &mut self,
         from: &Rc<DirHandle>,
-        comps: &[Vec<u8>],
+        comps: &[&[u8]],
         create: bool,
     ) -> io::Result<DirHandle> {
         let start = (
@@ -94,12 +94,12 @@ impl Unpacker<'_> {
     fn walk_on(
         &mut self,
         (mut cur, mut phys, mut chain): (Cur, Vec<CString>, Vec<Id>),
-        comps: &[Vec<u8>],
+        comps: &[&[u8]],
         create: bool,
     ) -> io::Result<DirHandle> {
         // Components still to walk, and whether each may be created.
         let mut queue: VecDeque<(Vec<u8>, bool)> =
-            comps.iter().map(|c| (c.clone(), create)).collect();
+            comps.iter().map(|c| (c.to_vec(), create)).collect();
         let mut links = 0u32;
         while let Some((comp, may_create)) = queue.pop_front() {
             match comp.as_slice() {
@@ -160,7 +160,7 @@ impl Unpacker<'_> {
                             {
                                 sys::chown_at(cur.as_fd(), &name, uid_shift, gid_shift)?;
                             }
-                            self.layer.created.insert(ckey(cur_id, &comp));
+                            self.layer.created.insert(self.keys.child(cur_id, &comp));
                         }
                         Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {}
                         Err(e) => return Err(e),
@@ -192,5 +192,46 @@ impl Unpacker<'_> {
             cur = sys::open_dir_path(cur.as_fd(), n)?;
         }
         Ok(cur)
+    }
+}
+
+/// `key` is `comps` joined by `/` (compared without joining them).
+fn joined_is(key: &[u8], comps: &[&[u8]]) -> bool {
+    // Most cached names differ in length: settled without a compare.
+    let len = comps.iter().map(|c| c.len()).sum::<usize>() + comps.len().saturating_sub(1);
+    if len != key.len() {
+        return false;
+    }
+    let mut rest = key;
+    for (i, c) in comps.iter().enumerate() {
+        if i > 0 {
+            match rest.split_first() {
+                Some((b'/', r)) => rest = r,
+                _ => return false,
+            }
+        }
+        match rest.strip_prefix(*c) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::joined_is;
+
+    #[test]
+    fn joined_is_matches_only_the_same_components() {
+        assert!(joined_is(b"", &[]));
+        assert!(joined_is(b"a", &[b"a"]));
+        assert!(joined_is(b"usr/lib", &[b"usr", b"lib"]));
+        assert!(!joined_is(b"usr/lib", &[b"usr"]));
+        assert!(!joined_is(b"usr", &[b"usr", b"lib"]));
+        assert!(!joined_is(b"usrlib", &[b"usr", b"lib"]));
+        assert!(!joined_is(b"usr/lib/", &[b"usr", b"lib"]));
+        assert!(!joined_is(b"a", &[]));
+        assert!(!joined_is(b"", &[b"a"]));
     }
 }
