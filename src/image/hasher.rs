@@ -4,8 +4,10 @@
 //! SHA-256 in about equal parts; hashing beside the extraction instead of
 //! in line with it is what lets `image unpack` keep up with `tar -x` while
 //! still checking every byte. The bytes hashed are the very bytes handed
-//! out (shared chunks, not a second read of the file), so what is checked
-//! is what was used.
+//! out: each chunk goes to the hasher, unchanged, once the consumer has
+//! had all of it (not a second read of the file), so what is checked is
+//! what was used. The digest is only known at the end; callers must not
+//! let what they made be used before [`ThreadedDigestReader::finish`].
 //!
 //! Tried and dropped, on the bench image of `bench/image.sh`: a second,
 //! independent read of the file by the hashing thread (slower: the hasher

@@ -1,9 +1,10 @@
 //! Applying OCI image layers (tar streams, maybe compressed) to a rootfs
 //! directory, rootless, with layer contents treated as hostile input.
 //!
-//! The `tar` crate only parses: every filesystem write is ours, made with
-//! `*at` calls relative to an open directory, naming one component at a
-//! time, never following a symlink in the last component.
+//! The stream is read by our own tar reader ([`tarread`]), which hands out
+//! file content straight from the stream's buffer. Every filesystem write
+//! is made with `*at` calls relative to an open directory, naming one
+//! component at a time, never following a symlink in the last component.
 //!
 //! Names. Leading `/` is stripped (as tar does), `.` and empty components
 //! are dropped and `..` is applied lexically within the name; a name whose
@@ -28,15 +29,15 @@
 //! on nothing else writing to the rootfs while a layer is applied.
 //!
 //! Entry types. Regular files (also contiguous and GNU sparse ones; a
-//! sparse file's holes stay holes: the zeros the `tar` crate reads out for
-//! them are skipped over, not written), directories, symlinks (the target
-//! kept as text, whatever it is) and hard links (the target name resolved
+//! sparse file's holes stay holes: only its stored pieces are written,
+//! each at its offset), directories, symlinks (the target kept as text,
+//! whatever it is) and hard links (the target name resolved
 //! like any entry name, inside the rootfs; it must already be a regular
 //! file there, from this or an earlier layer). Character and block
 //! devices and FIFOs are dropped and counted (`devices_dropped`); whatever
 //! an earlier layer had at their path is removed, as the layer says the
 //! path is something else. GNU long names and links and PAX headers are
-//! handled by the `tar` crate; global PAX headers are ignored; other types
+//! handled by the reader; global PAX headers are ignored; other types
 //! are skipped and listed in `skipped`.
 //!
 //! Duplicates. A name may appear once per layer: a second entry whose name
@@ -86,7 +87,7 @@
 //!
 //! On error the rootfs is left half-applied: callers discard it.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::ffi::{CStr, CString};
@@ -100,11 +101,13 @@ use std::rc::Rc;
 mod keys;
 mod resolve;
 mod sys;
+mod tarread;
 #[cfg(test)]
 mod tests;
 
 use keys::{IdMap, IdSet, KeySet, Salt};
 use sys::Id;
+use tarread::{Entry as TarEntry, TarError, TarReader};
 
 /// Deepest entry name, in components.
 pub const MAX_DEPTH: usize = 1024;
@@ -494,11 +497,11 @@ impl LayerState {
 const CACHE_SLOTS: usize = 8;
 
 /// Metadata of a file, directory or symlink entry.
-struct Meta {
+struct Meta<'e> {
     mode: libc::mode_t,
     owner: Option<(u32, u32)>,
     mtime: libc::timespec,
-    xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    xattrs: &'e [(Vec<u8>, Vec<u8>)],
 }
 
 struct Unpacker<'o> {
@@ -515,139 +518,66 @@ struct Unpacker<'o> {
     entries: u64,
     /// Entry data in the tars (sparse files at their stored size).
     data_seen: u64,
-    buf: Vec<u8>,
     layer: LayerState,
     keys: Salt,
 }
 
-/// Position and limits of the raw tar stream, shared with the reader the
-/// `tar` crate owns.
-#[derive(Default)]
-struct Track {
-    pos: Cell<u64>,
-    limit: Cell<u64>,
-    eof: Cell<bool>,
-    over: Cell<bool>,
-    /// Entry data copied straight from the source (see [`Stream`]) that the
-    /// tar crate has not accounted for yet: its next skip covers it.
-    credit: Cell<u64>,
+/// Copies the rest of the current entry's data into `file`, straight
+/// from the stream's buffer; the bytes copied (fewer than the entry's size
+/// only where the stream ends early).
+fn copy_data<R: BufRead>(
+    rd: &mut TarReader<R>,
+    file: &File,
+    name: Shown<'_>,
+) -> Result<u64, UnpackError> {
+    copy_data_max(rd, file, u64::MAX, name)
 }
 
-/// The layer stream and its position, shared by the reader the `tar`
-/// crate owns and the unpacker, which copies a file's content straight out
-/// of the stream's buffer into the file: through the tar crate's reader
-/// every byte would be copied once more on the way.
-#[derive(Clone)]
-struct Stream<'a> {
-    raw: Rc<RefCell<dyn BufRead + 'a>>,
-    track: Rc<Track>,
-}
-
-struct Tracked<'a> {
-    stream: Stream<'a>,
-    /// Where skipped bytes (padding, data of entries not written) go.
-    scratch: Vec<u8>,
-}
-
-/// Forward-only: lets the tar crate skip padding and unwanted data through
-/// one reused buffer instead of a fresh zeroed one per entry. Skipped bytes
-/// are still read (a digesting reader below sees them) and counted.
-impl Seek for Tracked<'_> {
-    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        let SeekFrom::Current(n) = to else {
-            return Err(sys::other("layer streams only skip forward"));
-        };
-        let mut left =
-            u64::try_from(n).map_err(|_| sys::other("layer streams only skip forward"))?;
-        // Bytes already taken by a straight copy: the tar crate skips over
-        // them too (its own position does not know of them).
-        let credit = self.stream.track.credit.replace(0);
-        if credit > left {
-            return Err(sys::other("copied past the end of an entry"));
+/// [`copy_data`], at most `max` bytes.
+fn copy_data_max<R: BufRead>(
+    rd: &mut TarReader<R>,
+    mut file: &File,
+    max: u64,
+    name: Shown<'_>,
+) -> Result<u64, UnpackError> {
+    let mut done = 0u64;
+    while done < max {
+        let avail = rd.data().map_err(|source| UnpackError::Tar {
+            at: format!("entry {name}"),
+            source,
+        })?;
+        if avail.is_empty() {
+            break;
         }
-        left -= credit;
-        if self.scratch.is_empty() {
-            self.scratch = vec![0; 32 << 10];
-        }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let result = (|| {
-            while left > 0 {
-                let want = scratch
-                    .len()
-                    .min(usize::try_from(left).unwrap_or(usize::MAX));
-                match self.read(&mut scratch[..want]) {
-                    Ok(0) => return Err(sys::other("unexpected end of the layer while skipping")),
-                    Ok(k) => left -= k as u64,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(self.stream.track.pos.get())
-        })();
-        self.scratch = scratch;
-        result
+        let n = avail
+            .len()
+            .min(usize::try_from(max - done).unwrap_or(usize::MAX));
+        file.write_all(&avail[..n])
+            .map_err(io_err(name, "writing"))?;
+        rd.consume_data(n);
+        done += n as u64;
     }
+    Ok(done)
 }
 
-impl Read for Tracked<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let t = &self.stream.track;
-        let room = t.limit.get().saturating_sub(t.pos.get());
-        if room == 0 && !buf.is_empty() {
-            t.over.set(true);
-            return Err(sys::other(
-                "tar extension headers or trailing data too large",
-            ));
-        }
-        let max = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-        let n = self.stream.raw.borrow_mut().read(&mut buf[..max])?;
-        if n == 0 && max > 0 {
-            t.eof.set(true);
-        }
-        t.pos.set(t.pos.get() + n as u64);
-        Ok(n)
-    }
-}
-
-impl Stream<'_> {
-    /// Copies the `len` bytes of entry `name`'s data from the stream's own
-    /// buffer into `file`; fewer only at the end of the stream.
-    fn copy_into(&self, mut file: &File, len: u64, name: Shown<'_>) -> Result<u64, UnpackError> {
-        let mut src = self.raw.borrow_mut();
-        let mut done = 0u64;
-        let result = loop {
-            if done == len {
-                break Ok(());
-            }
-            let avail = match src.fill_buf() {
-                Ok(b) => b,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(source) => {
-                    break Err(UnpackError::Tar {
-                        at: format!("entry {name}"),
-                        source,
-                    })
-                }
-            };
-            if avail.is_empty() {
-                self.track.eof.set(true);
-                break Ok(());
-            }
-            let n = avail
-                .len()
-                .min(usize::try_from(len - done).unwrap_or(usize::MAX));
-            if let Err(e) = file.write_all(&avail[..n]) {
-                break Err(io_err(name, "writing")(e));
-            }
-            src.consume(n);
-            done += n as u64;
-        };
-        // What was taken is taken, whatever happened after: the tar
-        // crate's next skip covers it.
-        let t = &self.track;
-        t.pos.set(t.pos.get() + done);
-        t.credit.set(t.credit.get() + done);
-        result.map(|()| done)
+/// A tar stream error as an unpack error at `at`.
+fn tar_error(err: TarError, at: String) -> UnpackError {
+    match err {
+        TarError::Truncated(what) => UnpackError::Truncated {
+            at,
+            why: format!("the stream ends inside {what}"),
+        },
+        TarError::Bad(why) => UnpackError::Tar {
+            at,
+            source: sys::other(why),
+        },
+        TarError::TooLarge => UnpackError::Tar {
+            at,
+            source: sys::other(format!(
+                "tar extension headers too large (over {META_MAX} bytes for one entry)"
+            )),
+        },
+        TarError::Io(source) => UnpackError::Tar { at, source },
     }
 }
 
@@ -697,10 +627,6 @@ fn current_umask() -> libc::mode_t {
     }
 }
 
-fn round_block(n: u64) -> u64 {
-    n.saturating_add(511) & !511
-}
-
 impl<'o> Unpacker<'o> {
     fn open(rootfs: &Path, opts: &'o UnpackOptions) -> Result<Self, UnpackError> {
         let root_err = |source| UnpackError::Root {
@@ -730,7 +656,6 @@ impl<'o> Unpacker<'o> {
             report: UnpackReport::default(),
             entries: 0,
             data_seen: 0,
-            buf: vec![0; 256 << 10],
             layer: LayerState::default(),
             keys: Salt::new(),
         })
@@ -739,61 +664,22 @@ impl<'o> Unpacker<'o> {
     fn apply(&mut self, layer: impl BufRead) -> Result<(), UnpackError> {
         self.layer.clear();
         self.unlock_root()?;
-        let track = Rc::new(Track::default());
-        track.limit.set(META_MAX);
-        let stream = Stream {
-            raw: Rc::new(RefCell::new(layer)),
-            track: track.clone(),
-        };
-        let mut archive = tar::Archive::new(Tracked {
-            stream: stream.clone(),
-            scratch: Vec::new(),
-        });
-        let mut entries = archive
-            .entries_with_seek()
-            .map_err(|source| UnpackError::Tar {
-                at: "the first entry".into(),
-                source,
-            })?;
-        // The previous entry's name, for messages, and a buffer for the
-        // next one's: the two swap places after every entry.
+        let mut rd = TarReader::new(layer, META_MAX);
+        let mut e = TarEntry::default();
+        // The previous entry's name, for messages; it and the entry's name
+        // buffer swap places after every entry.
         let mut last: Option<Vec<u8>> = None;
-        let mut raw_name = Vec::new();
         let after = |last: &Option<Vec<u8>>| match last {
             Some(n) => format!("the entry after {}", Shown(n)),
             None => "the first entry".to_owned(),
         };
         loop {
-            let mut entry = match entries.next() {
-                None => break,
-                Some(Ok(e)) => e,
-                Some(Err(source)) => {
-                    return Err(if track.eof.get() {
-                        UnpackError::Truncated {
-                            at: after(&last),
-                            why: format!("the stream ends inside a header ({source})"),
-                        }
-                    } else {
-                        UnpackError::Tar {
-                            at: after(&last),
-                            source,
-                        }
-                    });
-                }
-            };
-            let size = entry.size();
-            // What the tar crate may read before the next entry: the rest
-            // of this one, then bounded extension headers.
-            track.limit.set(
-                track
-                    .pos
-                    .get()
-                    .saturating_add(round_block(size))
-                    .saturating_add(META_MAX),
-            );
-            raw_name.clear();
-            raw_name.extend_from_slice(&entry.path_bytes());
-            let name = Shown(&raw_name);
+            match rd.next(&mut e) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(err) => return Err(tar_error(err, after(&last))),
+            }
+            let name = Shown(&e.name);
             self.entries += 1;
             if self.entries > self.opts.max_entries {
                 return Err(UnpackError::TooManyEntries {
@@ -803,20 +689,20 @@ impl<'o> Unpacker<'o> {
             }
             // Data the tar carries counts whether we write it or not (a
             // "device" with gigabytes of data is read through too).
-            self.data_seen = self.data_seen.saturating_add(size);
+            self.data_seen = self.data_seen.saturating_add(e.size);
             if self.data_seen > self.opts.max_bytes {
                 return Err(UnpackError::TooLarge {
                     entry: name.to_string(),
                     limit: self.opts.max_bytes,
                 });
             }
-            self.entry(&mut entry, size, name, &stream)?;
+            self.entry(&e, name, &mut rd)?;
             match &mut last {
-                Some(l) => std::mem::swap(l, &mut raw_name),
-                None => last = Some(std::mem::take(&mut raw_name)),
+                Some(l) => std::mem::swap(l, &mut e.name),
+                None => last = Some(std::mem::take(&mut e.name)),
             }
         }
-        if track.eof.get() && track.pos.get() > 0 {
+        if !rd.saw_end_marker() && rd.position() > 0 {
             return Err(UnpackError::Truncated {
                 at: match &last {
                     Some(n) => format!("the end, after entry {}", Shown(n)),
@@ -827,28 +713,22 @@ impl<'o> Unpacker<'o> {
         }
         // Read the padding through: a compressed stream's trailer is
         // checked and a digesting reader below sees every byte.
-        track.limit.set(track.pos.get().saturating_add(TRAILER_MAX));
-        let mut rest = archive.into_inner();
-        io::copy(&mut rest, &mut io::sink()).map_err(|source| UnpackError::Tar {
-            at: "the end-of-archive marker".into(),
-            source,
-        })?;
+        rd.finish(TRAILER_MAX)
+            .map_err(|err| tar_error(err, "the end-of-archive marker".into()))?;
         self.finalize()
     }
 
-    fn entry(
+    fn entry<R: BufRead>(
         &mut self,
-        entry: &mut tar::Entry<'_, impl Read>,
-        size: u64,
+        e: &TarEntry,
         name: Shown<'_>,
-        stream: &Stream<'_>,
+        rd: &mut TarReader<R>,
     ) -> Result<(), UnpackError> {
-        let raw_name = name.0;
-        let kind = entry.header().entry_type();
-        if kind.is_pax_global_extensions() {
+        if e.kind == b'g' {
+            // PAX global records: nothing in them is applied.
             return Ok(());
         }
-        let comps = normalise(raw_name).map_err(|why| unsafe_err(name, why))?;
+        let comps = normalise(&e.name).map_err(|why| unsafe_err(name, why))?;
         if !self.layer.names.insert(self.keys.name(&comps)) {
             return Err(UnpackError::Duplicate {
                 entry: name.to_string(),
@@ -857,23 +737,19 @@ impl<'o> Unpacker<'o> {
         if comps.last().is_some_and(|c| c.starts_with(b".wh.")) {
             return self.whiteout(&comps, name);
         }
-        // Old tars mark directories by a trailing slash on a type-NUL entry.
-        let legacy_dir = entry.header().as_bytes()[156] == 0 && raw_name.ends_with(b"/");
-        use tar::EntryType as T;
-        match kind {
-            T::Directory => self.dir(entry, &comps, name),
-            T::Regular if legacy_dir => self.dir(entry, &comps, name),
-            T::Regular | T::Continuous | T::GNUSparse => {
-                self.file(entry, size, &comps, name, stream)
-            }
-            T::Symlink => self.symlink(entry, &comps, name),
-            T::Link => self.hardlink(entry, &comps, name),
-            T::Char | T::Block | T::Fifo => self.device(&comps, name),
+        match e.kind {
+            b'5' => self.dir(e, &comps, name),
+            // Old tars mark directories by a trailing slash on a type-NUL
+            // entry.
+            0 if e.name.ends_with(b"/") => self.dir(e, &comps, name),
+            // Regular, contiguous, GNU sparse.
+            0 | b'0' | b'7' | b'S' => self.file(e, &comps, name, rd),
+            b'2' => self.symlink(e, &comps, name),
+            b'1' => self.hardlink(e, &comps, name),
+            // Character and block devices, FIFOs.
+            b'3' | b'4' | b'6' => self.device(&comps, name),
             other => {
-                self.skip(
-                    name,
-                    format!("unsupported entry type {:?}", other.as_byte() as char),
-                );
+                self.skip(name, format!("unsupported entry type {:?}", other as char));
                 Ok(())
             }
         }
@@ -887,29 +763,34 @@ impl<'o> Unpacker<'o> {
 
     /// Mode (setid stripped and counted), owner and times from the header
     /// and PAX records.
-    fn meta(
+    fn meta<'e>(
         &mut self,
-        entry: &mut tar::Entry<'_, impl Read>,
+        e: &'e TarEntry,
         name: Shown<'_>,
         count_setid: bool,
-    ) -> Result<Meta, UnpackError> {
-        let bad = |source| UnpackError::Tar {
-            at: format!("entry {name}"),
-            source,
-        };
-        let h = entry.header();
-        let old = h.as_old();
-        let mut mode =
-            num_field(&old.mode, || h.mode().map(u64::from)).map_err(bad)? as u32 & 0o7777;
+    ) -> Result<Meta<'e>, UnpackError> {
+        if e.pax_sparse {
+            // PAX sparse files (what `tar --format=posix --sparse` writes)
+            // keep their real name and their map in these records and the
+            // entry's data; taken as a plain entry they would land as
+            // `GNUSparseFile.N/NAME` holding the map. Refused rather than
+            // unpacked wrong.
+            return Err(UnpackError::Tar {
+                at: format!("entry {name}"),
+                source: sys::other(
+                    "PAX sparse file (GNU.sparse.* records) is not supported; \
+                     repack the layer without --sparse or in GNU format",
+                ),
+            });
+        }
+        let mut mode = e.mode as u32 & 0o7777;
         if mode & 0o6000 != 0 {
             mode &= !0o6000;
             if count_setid {
                 self.report.setid_stripped += 1;
             }
         }
-        let uid = num_field(&old.uid, || h.uid()).map_err(bad)?;
-        let gid = num_field(&old.gid, || h.gid()).map_err(bad)?;
-        let header_mtime = num_field(&old.mtime, || h.mtime()).map_err(bad)?;
+        let (uid, gid) = (e.uid, e.gid);
         let owner = match self.opts.owner {
             OwnerMode::Caller => {
                 if (uid, gid) != (0, 0) {
@@ -936,36 +817,11 @@ impl<'o> Unpacker<'o> {
                 Some((shift(uid, uid_shift, "uid")?, shift(gid, gid_shift, "gid")?))
             }
         };
-        let mut mtime = sys::timespec(i64::try_from(header_mtime).unwrap_or(i64::MAX), 0);
-        let mut xattrs = Vec::new();
-        if let Some(pax) = entry.pax_extensions().map_err(bad)? {
-            for ext in pax {
-                let ext = ext.map_err(bad)?;
-                let key = ext.key_bytes();
-                if key == b"mtime" {
-                    if let Some(t) = parse_pax_time(ext.value_bytes()) {
-                        mtime = t;
-                    }
-                } else if let Some(x) = key.strip_prefix(b"SCHILY.xattr.") {
-                    xattrs.push((x.to_vec(), ext.value_bytes().to_vec()));
-                } else if key.starts_with(b"GNU.sparse.") {
-                    // PAX sparse files (what `tar --format=posix --sparse`
-                    // writes) keep their real name and their map in these
-                    // records and the entry's data; taken as a plain entry
-                    // they would land as `GNUSparseFile.N/NAME` holding the
-                    // map. Refused rather than unpacked wrong.
-                    return Err(bad(sys::other(
-                        "PAX sparse file (GNU.sparse.* records) is not supported; \
-                         repack the layer without --sparse or in GNU format",
-                    )));
-                }
-            }
-        }
         Ok(Meta {
             mode,
             owner,
-            mtime,
-            xattrs,
+            mtime: sys::timespec(e.mtime.0, e.mtime.1),
+            xattrs: &e.xattrs,
         })
     }
 
@@ -1019,34 +875,21 @@ impl<'o> Unpacker<'o> {
         Ok((parent, last))
     }
 
-    fn file(
+    fn file<R: BufRead>(
         &mut self,
-        entry: &mut tar::Entry<'_, impl Read>,
-        size: u64,
+        e: &TarEntry,
         comps: &[&[u8]],
         name: Shown<'_>,
-        stream: &Stream<'_>,
+        rd: &mut TarReader<R>,
     ) -> Result<(), UnpackError> {
-        let expected = if entry.header().entry_type().is_gnu_sparse() {
-            let gnu = entry.header().as_gnu().ok_or_else(|| UnpackError::Tar {
-                at: format!("entry {name}"),
-                source: sys::other("sparse entry without a GNU header"),
-            })?;
-            gnu.real_size().map_err(|source| UnpackError::Tar {
-                at: format!("entry {name}"),
-                source,
-            })?
-        } else {
-            size
-        };
-        let too_large = || UnpackError::TooLarge {
-            entry: name.to_string(),
-            limit: self.opts.max_bytes,
-        };
+        let expected = e.sparse.as_ref().map_or(e.size, |s| s.real_size);
         if self.report.bytes.saturating_add(expected) > self.opts.max_bytes {
-            return Err(too_large());
+            return Err(UnpackError::TooLarge {
+                entry: name.to_string(),
+                limit: self.opts.max_bytes,
+            });
         }
-        let meta = self.meta(entry, name, true)?;
+        let meta = self.meta(e, name, true)?;
         let (parent, last) = self.parent(comps, name, true)?;
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
         // Created with its final mode when the umask leaves that intact and
@@ -1055,7 +898,7 @@ impl<'o> Unpacker<'o> {
         let direct = meta.xattrs.is_empty() && self.umask_keeps(meta.mode);
         let create_mode = if direct { meta.mode } else { 0o600 };
         let fd = match sys::open_at(parent.fd.as_fd(), &last, flags, create_mode) {
-            Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
+            Err(err) if sys::errno_is(&err, &[libc::EEXIST]) => {
                 self.remove(parent.fd.as_fd(), &last)
                     .map_err(io_err(name, "removing what was there"))?;
                 sys::open_at(parent.fd.as_fd(), &last, flags, create_mode)
@@ -1066,15 +909,30 @@ impl<'o> Unpacker<'o> {
         self.note_created(&parent, last.to_bytes());
         let file = File::from(fd);
 
-        let sparse = entry.header().entry_type().is_gnu_sparse();
-        let copied = if sparse {
-            // The tar crate lays out the data and holes of a sparse entry.
-            let mut buf = std::mem::take(&mut self.buf);
-            let copied = self.copy_content(entry, &file, &mut buf, sparse, name);
-            self.buf = buf;
-            copied?
-        } else {
-            stream.copy_into(&file, expected, name)?
+        let copied = match &e.sparse {
+            None => copy_data(rd, &file, name)?,
+            Some(sparse) => {
+                let mut copied = 0;
+                for &(at, len) in &sparse.map {
+                    (&file)
+                        .seek(SeekFrom::Start(at))
+                        .map_err(io_err(name, "seeking over a hole"))?;
+                    let n = copy_data_max(rd, &file, len, name)?;
+                    copied += n;
+                    if n < len {
+                        break;
+                    }
+                }
+                if copied == e.size {
+                    // A hole at the end has no write to give the file its
+                    // length.
+                    file.set_len(sparse.real_size)
+                        .map_err(io_err(name, "setting the length"))?;
+                    sparse.real_size
+                } else {
+                    copied
+                }
+            }
         };
         if copied != expected {
             return Err(UnpackError::Truncated {
@@ -1090,7 +948,7 @@ impl<'o> Unpacker<'o> {
         if let Some((uid, gid)) = meta.owner {
             sys::fchown(file.as_fd(), uid, gid).map_err(io_err(name, "chown"))?;
         }
-        self.set_xattrs(Some(file.as_fd()), &meta.xattrs);
+        self.set_xattrs(Some(file.as_fd()), meta.xattrs);
         if !direct {
             sys::fchmod(file.as_fd(), meta.mode).map_err(io_err(name, "chmod"))?;
         }
@@ -1098,60 +956,8 @@ impl<'o> Unpacker<'o> {
         Ok(())
     }
 
-    /// Copies the entry's content into `file`. For a `sparse` entry, reads
-    /// of nothing but zeros (the `tar` crate reads its holes out as such)
-    /// are seeked over, and the length set at the end, so holes stay holes.
-    fn copy_content(
-        &self,
-        entry: &mut impl Read,
-        mut file: &File,
-        buf: &mut [u8],
-        sparse: bool,
-        name: Shown<'_>,
-    ) -> Result<u64, UnpackError> {
-        let mut total = 0u64;
-        loop {
-            let n = match entry.read(buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(source) => {
-                    return Err(UnpackError::Tar {
-                        at: format!("entry {name}"),
-                        source,
-                    })
-                }
-            };
-            total += n as u64;
-            if self.report.bytes.saturating_add(total) > self.opts.max_bytes {
-                return Err(UnpackError::TooLarge {
-                    entry: name.to_string(),
-                    limit: self.opts.max_bytes,
-                });
-            }
-            let chunk = &buf[..n];
-            if sparse && all_zero(chunk) {
-                file.seek(io::SeekFrom::Current(n as i64))
-                    .map_err(io_err(name, "seeking over a hole"))?;
-                continue;
-            }
-            file.write_all(chunk).map_err(io_err(name, "writing"))?;
-        }
-        if sparse {
-            // A hole at the end has no write to give the file its length.
-            file.set_len(total)
-                .map_err(io_err(name, "setting the length"))?;
-        }
-        Ok(total)
-    }
-
-    fn dir(
-        &mut self,
-        entry: &mut tar::Entry<'_, impl Read>,
-        comps: &[&[u8]],
-        name: Shown<'_>,
-    ) -> Result<(), UnpackError> {
-        let meta = self.meta(entry, name, true)?;
+    fn dir(&mut self, e: &TarEntry, comps: &[&[u8]], name: Shown<'_>) -> Result<(), UnpackError> {
+        let meta = self.meta(e, name, true)?;
         self.report.dirs += 1;
         let dmeta = DirMeta {
             owner: meta.owner,
@@ -1161,7 +967,7 @@ impl<'o> Unpacker<'o> {
         if comps.is_empty() {
             // `./`: the rootfs itself.
             let fd = sys::reopen_dir_readable(self.root.as_fd()).ok();
-            self.set_xattrs(fd.as_ref().map(|f| f.as_fd()), &meta.xattrs);
+            self.set_xattrs(fd.as_ref().map(|f| f.as_fd()), meta.xattrs);
             let id = self.root_id;
             self.add_final(id, Vec::new(), name, Some(dmeta), None);
             return Ok(());
@@ -1200,7 +1006,7 @@ impl<'o> Unpacker<'o> {
                 0,
             )
             .ok();
-            self.set_xattrs(fd.as_ref().map(|f| f.as_fd()), &meta.xattrs);
+            self.set_xattrs(fd.as_ref().map(|f| f.as_fd()), meta.xattrs);
         }
         let mut phys = parent.phys.clone();
         phys.push(last);
@@ -1246,19 +1052,18 @@ impl<'o> Unpacker<'o> {
 
     fn symlink(
         &mut self,
-        entry: &mut tar::Entry<'_, impl Read>,
+        e: &TarEntry,
         comps: &[&[u8]],
         name: Shown<'_>,
     ) -> Result<(), UnpackError> {
-        let target = entry
-            .link_name_bytes()
-            .map(|t| t.into_owned())
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| unsafe_err(name, "symlink without a target"))?;
+        if e.link.is_empty() {
+            return Err(unsafe_err(name, "symlink without a target"));
+        }
         // The target is kept as text; resolving it is left to whoever
         // reads the rootfs (and to our in-root resolution of parents).
-        let target = CString::new(target).map_err(|_| unsafe_err(name, "NUL in symlink target"))?;
-        let meta = self.meta(entry, name, false)?;
+        let target = CString::new(e.link.as_slice())
+            .map_err(|_| unsafe_err(name, "NUL in symlink target"))?;
+        let meta = self.meta(e, name, false)?;
         let (parent, last) = self.parent(comps, name, true)?;
         let pfd = parent.fd.as_fd();
         match sys::symlink_at(&target, pfd, &last) {
@@ -1276,23 +1081,23 @@ impl<'o> Unpacker<'o> {
         }
         sys::times_at(pfd, &last, &meta.mtime).map_err(io_err(name, "setting times"))?;
         // user.* is not allowed on symlinks; none are set.
-        self.set_xattrs(None, &meta.xattrs);
+        self.set_xattrs(None, meta.xattrs);
         self.report.symlinks += 1;
         Ok(())
     }
 
     fn hardlink(
         &mut self,
-        entry: &mut tar::Entry<'_, impl Read>,
+        e: &TarEntry,
         comps: &[&[u8]],
         name: Shown<'_>,
     ) -> Result<(), UnpackError> {
-        let target = entry
-            .link_name_bytes()
-            .map(|t| t.into_owned())
-            .ok_or_else(|| unsafe_err(name, "hard link without a target"))?;
-        let tshown = shown(&target);
-        let tcomps = normalise(&target)
+        let target = &e.link;
+        if target.is_empty() {
+            return Err(unsafe_err(name, "hard link without a target"));
+        }
+        let tshown = Shown(target);
+        let tcomps = normalise(target)
             .map_err(|why| unsafe_err(name, format!("hard link target {tshown}: {why}")))?;
         let (tlast, tdir) = tcomps
             .split_last()
@@ -1594,83 +1399,7 @@ impl<'o> Unpacker<'o> {
     }
 }
 
-/// A numeric header field: parsed here when it is plain octal, as nearly
-/// every writer leaves it, else by the `tar` crate (`slow`); see
-/// [`lenient`].
-fn num_field(raw: &[u8], slow: impl FnOnce() -> io::Result<u64>) -> io::Result<u64> {
-    match plain_octal(raw) {
-        Some(n) => Ok(n),
-        None => lenient(slow(), raw),
-    }
-}
-
-/// The value the `tar` crate reads from a field that, up to its first NUL
-/// and without surrounding blanks, is 1 to 21 octal digits; `None` for
-/// anything else (base-256, blank, odd), which is left to the crate.
-fn plain_octal(raw: &[u8]) -> Option<u64> {
-    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
-    let digits = raw[..end].trim_ascii();
-    if digits.is_empty() || digits.len() > 21 {
-        return None;
-    }
-    let mut n = 0u64;
-    for &d in digits {
-        if !(b'0'..=b'7').contains(&d) {
-            return None;
-        }
-        n = n << 3 | u64::from(d - b'0');
-    }
-    Some(n)
-}
-
-/// A numeric header field; a blank one (NULs and spaces, as some writers
-/// leave unused fields) reads as 0, as GNU tar and Go read it.
-fn lenient(parsed: io::Result<u64>, raw: &[u8]) -> io::Result<u64> {
-    match parsed {
-        Err(_) if raw.iter().all(|b| *b == 0 || *b == b' ') => Ok(0),
-        r => r,
-    }
-}
-
-/// `b` holds only zero bytes (by memcmp, fast in debug builds too).
-fn all_zero(b: &[u8]) -> bool {
-    match b.split_first() {
-        None => true,
-        Some((first, _)) => *first == 0 && b[..b.len() - 1] == b[1..],
-    }
-}
-
 fn phys_bytes(phys: &[CString]) -> Vec<u8> {
     let parts: Vec<&[u8]> = phys.iter().map(|c| c.to_bytes()).collect();
     parts.join(&b'/')
-}
-
-/// A PAX time (`[-]seconds[.fraction]`).
-fn parse_pax_time(v: &[u8]) -> Option<libc::timespec> {
-    let s = std::str::from_utf8(v).ok()?;
-    let (neg, s) = match s.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, s),
-    };
-    let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
-    if secs.is_empty() || !secs.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    if !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let secs: i64 = secs.parse().ok()?;
-    let mut nanos: u32 = 0;
-    for (i, d) in frac.bytes().take(9).enumerate() {
-        nanos += u32::from(d - b'0') * 10u32.pow(8 - i as u32);
-    }
-    if !neg {
-        return Some(sys::timespec(secs, nanos));
-    }
-    // -1.25 is 1.25 s before the epoch: tv_sec -2, tv_nsec 0.75 s.
-    Some(if nanos == 0 {
-        sys::timespec(-secs, 0)
-    } else {
-        sys::timespec(-secs - 1, 1_000_000_000 - nanos)
-    })
 }

@@ -1720,8 +1720,8 @@ fn pax_sparse_files_are_refused_not_unpacked_wrong() {
     assert_eq!(read(&s.root().join("ok")), "x");
 }
 
-/// File data is copied straight out of the layer stream's buffer, behind
-/// the tar crate's back: whatever size the buffer hands out, every file
+/// File data is copied straight out of the layer stream's buffer:
+/// whatever size the buffer hands out, every file
 /// gets exactly its bytes and the entries after it (padding skipped, PAX
 /// headers, links, a device with data that is read through) stay in step.
 #[test]
@@ -1771,47 +1771,4 @@ fn straight_copies_stay_in_step_with_the_tar_stream() {
         assert_eq!(fs::read_link(root.join("d/s")).unwrap(), Path::new("f1"));
         assert_eq!(read(&root.join("last")), "end");
     }
-}
-
-/// The header fields read without the `tar` crate give what the crate
-/// gives, and anything not plain octal is left to it.
-#[test]
-fn plain_octal_fields_read_as_the_tar_crate_reads_them() {
-    let fields: [&[u8; 8]; 16] = [
-        b"0000644\0",
-        b"0000755 ",
-        b" 644 \0\0\0",
-        b"0000000\0",
-        b"7777777\0",
-        b"644\0junk",
-        b"\t644\r\n\0\0",
-        b"12345670",
-        b"\0\0\0\0\0\0\0\0",
-        b"       \0",
-        b"0000 644",
-        b"0009\0\0\0\0",
-        b"\x0b644\0\0\0\0",
-        b"+644\0\0\0\0",
-        b"\x80\0\0\0\0\0\0\x07",
-        b"0x1f\0\0\0\0",
-    ];
-    let mut fast = 0;
-    for f in fields {
-        let mut h = Header::new_old();
-        h.as_old_mut().uid.copy_from_slice(f);
-        // Anything else (`+644` included) is left to the crate, whose
-        // word stands: checked through the whole path below.
-        if let Some(n) = plain_octal(f) {
-            fast += 1;
-            assert_eq!(h.uid().unwrap(), n, "{f:?}");
-        }
-        // Through the whole path, with the crate behind it.
-        let got = num_field(f, || h.uid()).ok();
-        let want = lenient(h.uid(), f).ok();
-        assert_eq!(got, want, "{f:?}");
-    }
-    assert_eq!(fast, 8);
-    // 21 digits fit in 64 bits; 22 are the crate's to judge.
-    assert_eq!(plain_octal(b"777777777777777777777"), Some(u64::MAX >> 1));
-    assert_eq!(plain_octal(b"0777777777777777777777"), None);
 }
