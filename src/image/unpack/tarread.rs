@@ -171,7 +171,7 @@ impl<R: BufRead> TarReader<R> {
                 e.sparse = Some(self.sparse_map(e.size, &mut budget)?);
             }
             self.data_left = e.size;
-            self.pad_left = round_block(e.size) - e.size;
+            self.pad_left = pad_after(e.size);
             return Ok(true);
         }
     }
@@ -236,18 +236,19 @@ impl<R: BufRead> TarReader<R> {
 
     /// Skips what is left of the current entry: data, then padding.
     fn skip_rest(&mut self) -> Result<(), TarError> {
-        let total = self.data_left + self.pad_left;
-        let mut left = total;
-        while left > 0 {
-            let avail = self.fill_buf()?.len();
-            if avail == 0 {
-                return Err(TarError::Truncated("the data of the previous entry"));
+        for left in [self.data_left, self.pad_left] {
+            let mut left = left;
+            while left > 0 {
+                let avail = self.fill_buf()?.len();
+                if avail == 0 {
+                    return Err(TarError::Truncated("the data of the previous entry"));
+                }
+                let n = avail.min(usize::try_from(left).unwrap_or(usize::MAX));
+                self.src.consume(n);
+                self.pos += n as u64;
+                left -= n as u64;
             }
-            let n = avail.min(usize::try_from(left).unwrap_or(usize::MAX));
-            self.src.consume(n);
-            left -= n as u64;
         }
-        self.pos += total;
         self.data_left = 0;
         self.pad_left = 0;
         Ok(())
@@ -303,7 +304,7 @@ impl<R: BufRead> TarReader<R> {
         if self.read_exact_or_count(&mut data)? < len {
             return Err(TarError::Truncated("an extension header"));
         }
-        let pad = round_block(size) - size;
+        let pad = pad_after(size);
         let mut scratch = [0u8; BLOCK as usize];
         if self.read_exact_or_count(&mut scratch[..pad as usize])? < pad as usize {
             return Err(TarError::Truncated("an extension header"));
@@ -419,9 +420,14 @@ impl<R: BufRead> TarReader<R> {
     }
 }
 
-/// `n` rounded up to whole blocks.
+/// `n` rounded up to whole blocks; saturating, as `n` comes from the layer.
 fn round_block(n: u64) -> u64 {
-    n.div_ceil(BLOCK) * BLOCK
+    n.saturating_add(BLOCK - 1) & !(BLOCK - 1)
+}
+
+/// Padding after `n` bytes of data, to the next block.
+fn pad_after(n: u64) -> u64 {
+    (BLOCK - n % BLOCK) % BLOCK
 }
 
 /// A header text field: up to its first NUL.

@@ -1418,16 +1418,9 @@ fn whiteouts_of_dot_and_dotdot_are_refused() {
 /// A layer tar with a few entries and a file big enough that its gzip
 /// spans many deflate blocks.
 fn gzip_fixture() -> (Vec<u8>, Vec<u8>) {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let noise: Vec<u8> = (0..300_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            // Compressible, but not to nothing.
-            b'a' + (x % 16) as u8
-        })
-        .collect();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // Compressible, but not to nothing.
+    let noise: Vec<u8> = (0..300_000).map(|_| b'a' + rng.below(16) as u8).collect();
     let tar = L::new()
         .file("first", "1")
         .raw(EntryType::Regular, b"big", b"", &noise, 0o644)
@@ -1771,4 +1764,160 @@ fn straight_copies_stay_in_step_with_the_tar_stream() {
         assert_eq!(fs::read_link(root.join("d/s")).unwrap(), Path::new("f1"));
         assert_eq!(read(&root.join("last")), "end");
     }
+}
+
+/// A small deterministic generator (xorshift64) for noise and mutations.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A layer with every kind of header the reader parses: PAX records
+/// (long names, xattrs, fractional times), GNU long names and an old-style
+/// GNU sparse map, links, a directory, file data across blocks.
+fn varied_layer(scratch: &Path) -> Vec<u8> {
+    let holey = scratch.join("holey-src");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = fs::File::create(&holey).unwrap();
+        f.set_len(1 << 20).unwrap();
+        f.write_all_at(b"start", 0).unwrap();
+        f.write_all_at(b"mid", 300_000).unwrap();
+    }
+    let mut b = tar::Builder::new(Vec::new());
+    b.sparse(true);
+    b.append_path_with_name(&holey, "holey").unwrap();
+    let mut h = Header::new_gnu();
+    h.set_size(4);
+    h.set_mode(0o640);
+    b.append_data(&mut h, format!("gnu/{}", "g".repeat(150)), &b"long"[..])
+        .unwrap();
+    let mut gnu = b.into_inner().unwrap();
+    // The builder's end marker off: the ustar/PAX part follows.
+    gnu.truncate(gnu.len() - 1024);
+    let rest = L::new()
+        .dir("d", 0o755)
+        .pax("mtime", b"1.5")
+        .pax("SCHILY.xattr.user.k", b"v")
+        .file("d/f", &"x".repeat(1500))
+        .file(&format!("d/{}", "p".repeat(150)), "pax-long")
+        .symlink("d/s", "../d/f")
+        .hardlink("d/h", "d/f")
+        .file("d/.wh.gone", "")
+        .done();
+    gnu.extend(rest);
+    gnu
+}
+
+/// Damaged and cut-down layers, a few thousand of them, fail with an error
+/// or unpack: never a panic (an abort, in the release build), never a
+/// write outside the root.
+#[test]
+fn mutated_layers_fail_cleanly_and_stay_inside() {
+    let s = Scratch::new("mutate");
+    let base = varied_layer(&s.0);
+    // The unmutated layer unpacks whole.
+    let r = apply(&s.root(), &[&base]).unwrap();
+    assert_eq!((r.files, r.symlinks, r.hardlinks), (4, 1, 1), "{r:?}");
+    assert_eq!(fs::metadata(s.root().join("holey")).unwrap().len(), 1 << 20);
+    fs::write(s.0.join("sentinel"), "keep").unwrap();
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut ok, mut failed) = (0, 0);
+    for i in 0..2000 {
+        let mut layer = base.clone();
+        for _ in 0..1 + rng.below(4) {
+            if layer.len() < 512 {
+                break;
+            }
+            match rng.below(5) {
+                // Any byte.
+                0 => {
+                    let at = rng.below(layer.len());
+                    layer[at] = rng.next() as u8;
+                }
+                // A number field of some header, as base-256 or octal
+                // junk; checksum fixed up so the header is taken.
+                1 | 2 => {
+                    let block = rng.below(layer.len() / 512) * 512;
+                    let (at, len) = [
+                        (100, 8),
+                        (108, 8),
+                        (124, 12),
+                        (136, 12),
+                        (483, 12),
+                        (386, 12),
+                        (398, 12),
+                    ][rng.below(7)];
+                    for k in 0..len {
+                        layer[block + at + k] = match rng.below(3) {
+                            0 => 0xff,
+                            1 => b'0' + rng.below(10) as u8,
+                            _ => rng.next() as u8,
+                        };
+                    }
+                    if rng.below(2) == 0 {
+                        layer[block + at] = 0x80;
+                    }
+                    let sum: u32 = layer[block..block + 512]
+                        .iter()
+                        .enumerate()
+                        .map(|(j, b)| {
+                            if (148..156).contains(&j) {
+                                32
+                            } else {
+                                u32::from(*b)
+                            }
+                        })
+                        .sum();
+                    layer[block + 148..block + 156]
+                        .copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+                }
+                // The type flag.
+                3 => {
+                    let block = rng.below(layer.len() / 512) * 512;
+                    layer[block + 156] = b"0125LKxgS7V\0"[rng.below(12)];
+                }
+                // Cut.
+                _ => layer.truncate(rng.below(layer.len() + 1)),
+            }
+        }
+        let root = s.0.join(format!("r{}", i % 4));
+        rm_rf(&root);
+        fs::create_dir(&root).unwrap();
+        let o = UnpackOptions {
+            max_bytes: 64 << 20,
+            ..opts()
+        };
+        match apply_layer(&root, Cursor::new(&layer), &o) {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                failed += 1;
+                // One line, naming where.
+                assert!(!e.to_string().contains('\n'), "{e}");
+            }
+        }
+    }
+    assert_eq!(read(&s.0.join("sentinel")), "keep");
+    let mut outside: Vec<String> = fs::read_dir(&s.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    outside.sort();
+    assert_eq!(
+        outside,
+        ["holey-src", "r0", "r1", "r2", "r3", "root", "sentinel"]
+    );
+    // Both outcomes were exercised.
+    assert!(ok > 50 && failed > 500, "{ok} unpacked, {failed} refused");
 }
