@@ -522,19 +522,10 @@ struct Unpacker<'o> {
     keys: Salt,
 }
 
-/// Copies the rest of the current entry's data into `file`, straight
-/// from the stream's buffer; the bytes copied (fewer than the entry's size
-/// only where the stream ends early).
+/// Copies up to `max` bytes of the current entry's data into `file`,
+/// straight from the stream's buffer; the bytes copied (fewer only at the
+/// entry's end or where the stream ends early).
 fn copy_data<R: BufRead>(
-    rd: &mut TarReader<R>,
-    file: &File,
-    name: Shown<'_>,
-) -> Result<u64, UnpackError> {
-    copy_data_max(rd, file, u64::MAX, name)
-}
-
-/// [`copy_data`], at most `max` bytes.
-fn copy_data_max<R: BufRead>(
     rd: &mut TarReader<R>,
     mut file: &File,
     max: u64,
@@ -910,14 +901,14 @@ impl<'o> Unpacker<'o> {
         let file = File::from(fd);
 
         let copied = match &e.sparse {
-            None => copy_data(rd, &file, name)?,
+            None => copy_data(rd, &file, e.size, name)?,
             Some(sparse) => {
                 let mut copied = 0;
                 for &(at, len) in &sparse.map {
                     (&file)
                         .seek(SeekFrom::Start(at))
                         .map_err(io_err(name, "seeking over a hole"))?;
-                    let n = copy_data_max(rd, &file, len, name)?;
+                    let n = copy_data(rd, &file, len, name)?;
                     copied += n;
                     if n < len {
                         break;

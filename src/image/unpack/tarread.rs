@@ -205,95 +205,65 @@ impl<R: BufRead> TarReader<R> {
     /// the second zero block), at most `max` bytes of it, so that whatever
     /// checks the stream below (a gzip trailer, a digest) sees it all.
     pub(super) fn finish(mut self, max: u64) -> Result<(), TarError> {
-        let mut left = max;
-        loop {
-            let n = self.fill_buf()?.len();
-            if n == 0 {
-                return Ok(());
-            }
-            let n = n.min(usize::try_from(left).unwrap_or(usize::MAX));
-            if n == 0 {
-                return Err(bad("too much data after the end-of-archive marker"));
-            }
-            self.src.consume(n);
-            self.pos += n as u64;
-            left -= n as u64;
+        self.skip(max)?;
+        if !self.fill_buf()?.is_empty() {
+            return Err(bad("too much data after the end-of-archive marker"));
         }
+        Ok(())
     }
 
-    /// The source's buffer, refilled if empty; interruptions retried.
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        loop {
-            match self.src.fill_buf() {
-                // Asked again, for the borrow checker: a full buffer is
-                // returned as it is, with no read.
-                Ok(_) => return self.src.fill_buf(),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+        fill(&mut self.src)
+    }
+
+    /// Skips up to `n` bytes without copying them; how many there were.
+    fn skip(&mut self, n: u64) -> io::Result<u64> {
+        let mut left = n;
+        while left > 0 {
+            let avail = self.fill_buf()?.len();
+            if avail == 0 {
+                break;
             }
+            let k = avail.min(usize::try_from(left).unwrap_or(usize::MAX));
+            self.src.consume(k);
+            self.pos += k as u64;
+            left -= k as u64;
         }
+        Ok(n - left)
     }
 
     /// Skips what is left of the current entry: data, then padding.
     fn skip_rest(&mut self) -> Result<(), TarError> {
-        for left in [self.data_left, self.pad_left] {
-            let mut left = left;
-            while left > 0 {
-                let avail = self.fill_buf()?.len();
-                if avail == 0 {
-                    return Err(TarError::Truncated("the data of the previous entry"));
-                }
-                let n = avail.min(usize::try_from(left).unwrap_or(usize::MAX));
-                self.src.consume(n);
-                self.pos += n as u64;
-                left -= n as u64;
-            }
-        }
+        let (data, pad) = (self.data_left, self.pad_left);
         self.data_left = 0;
         self.pad_left = 0;
-        Ok(())
-    }
-
-    /// Reads exactly `out.len()` bytes; how many there were if the stream
-    /// ended first.
-    fn read_exact_or_count(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        let mut got = 0;
-        while got < out.len() {
-            let buf = self.fill_buf()?;
-            if buf.is_empty() {
-                break;
-            }
-            let n = buf.len().min(out.len() - got);
-            out[got..got + n].copy_from_slice(&buf[..n]);
-            self.src.consume(n);
-            got += n;
+        if self.skip(data)? < data || self.skip(pad)? < pad {
+            return Err(TarError::Truncated("the data of the previous entry"));
         }
-        self.pos += got as u64;
-        Ok(got)
+        Ok(())
     }
 
     /// Reads a header block into `self.block` and checks it. `false` at
     /// the end marker (a zero block) or at the end of the stream, which is
     /// only allowed between entries.
     fn read_header(&mut self, described: bool) -> Result<bool, TarError> {
-        let mut block = [0u8; BLOCK as usize];
-        let got = self.read_exact_or_count(&mut block)?;
+        let got = read_exact_or_count(&mut self.src, &mut self.pos, &mut self.block)?;
         if got == 0 && !described {
             return Ok(false);
         }
-        if got < block.len() {
+        if got < self.block.len() {
             return Err(TarError::Truncated("a header"));
         }
-        if is_zero(&block) {
+        let block = &self.block;
+        if is_zero(block) {
             self.ended = true;
             return Ok(false);
         }
         let stored = number(&block[148..156]).map_err(|w| bad(format!("checksum field: {w}")))?;
-        let (unsigned, signed) = checksums(&block);
+        let (unsigned, signed) = checksums(block);
         if stored != unsigned && stored as i64 != signed {
             return Err(bad("archive header checksum mismatch"));
         }
-        self.block = block;
         Ok(true)
     }
 
@@ -301,12 +271,9 @@ impl<R: BufRead> TarReader<R> {
     fn read_ext(&mut self, size: u64) -> Result<Vec<u8>, TarError> {
         let len = usize::try_from(size).map_err(|_| TarError::TooLarge)?;
         let mut data = vec![0u8; len];
-        if self.read_exact_or_count(&mut data)? < len {
-            return Err(TarError::Truncated("an extension header"));
-        }
+        let got = read_exact_or_count(&mut self.src, &mut self.pos, &mut data)?;
         let pad = pad_after(size);
-        let mut scratch = [0u8; BLOCK as usize];
-        if self.read_exact_or_count(&mut scratch[..pad as usize])? < pad as usize {
+        if got < len || self.skip(pad)? < pad {
             return Err(TarError::Truncated("an extension header"));
         }
         Ok(data)
@@ -314,7 +281,7 @@ impl<R: BufRead> TarReader<R> {
 
     /// Fills `e` from the header in `self.block` and its extensions.
     fn fill(
-        &mut self,
+        &self,
         e: &mut Entry,
         kind: u8,
         size: u64,
@@ -405,7 +372,7 @@ impl<R: BufRead> TarReader<R> {
         while extended {
             *budget = budget.checked_sub(BLOCK).ok_or(TarError::TooLarge)?;
             let mut ext = [0u8; BLOCK as usize];
-            if self.read_exact_or_count(&mut ext)? < ext.len() {
+            if read_exact_or_count(&mut self.src, &mut self.pos, &mut ext)? < ext.len() {
                 return Err(TarError::Truncated("a sparse map"));
             }
             for piece in ext[..504].chunks_exact(24) {
@@ -418,6 +385,41 @@ impl<R: BufRead> TarReader<R> {
         }
         Ok(Sparse { real_size, map })
     }
+}
+
+/// `src`'s buffer, refilled if empty; interruptions retried.
+fn fill<R: BufRead>(src: &mut R) -> io::Result<&[u8]> {
+    loop {
+        match src.fill_buf() {
+            // Asked again, for the borrow checker: a full buffer is
+            // returned as it is, with no read.
+            Ok(_) => return src.fill_buf(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Reads exactly `out.len()` bytes from `src`, counting them into `pos`;
+/// how many there were if the stream ended first.
+fn read_exact_or_count<R: BufRead>(
+    src: &mut R,
+    pos: &mut u64,
+    out: &mut [u8],
+) -> io::Result<usize> {
+    let mut got = 0;
+    while got < out.len() {
+        let buf = fill(src)?;
+        if buf.is_empty() {
+            break;
+        }
+        let n = buf.len().min(out.len() - got);
+        out[got..got + n].copy_from_slice(&buf[..n]);
+        src.consume(n);
+        got += n;
+    }
+    *pos += got as u64;
+    Ok(got)
 }
 
 /// `n` rounded up to whole blocks; saturating, as `n` comes from the layer.
@@ -471,7 +473,7 @@ fn checksums(block: &[u8; BLOCK as usize]) -> (u64, i64) {
 /// A numeric header field: base-256 when its first byte has the high bit
 /// set, else octal up to the first NUL, blanks around it ignored; a blank
 /// field is 0.
-pub(super) fn number(field: &[u8]) -> Result<u64, String> {
+fn number(field: &[u8]) -> Result<u64, String> {
     let Some(&first) = field.first() else {
         return Ok(0);
     };
@@ -516,10 +518,8 @@ fn parse_pax(mut data: &[u8]) -> Result<Pax, TarError> {
             break;
         }
         let sp = data.iter().position(|b| *b == b' ').ok_or_else(malformed)?;
-        let len: usize = std::str::from_utf8(&data[..sp])
-            .ok()
-            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|s| s.parse().ok())
+        let len = decimal(&data[..sp])
+            .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(malformed)?;
         if len <= sp + 1 || len > data.len() || data[len - 1] != b'\n' {
             return Err(malformed());
@@ -528,19 +528,15 @@ fn parse_pax(mut data: &[u8]) -> Result<Pax, TarError> {
         data = &data[len..];
         let eq = kv.iter().position(|b| *b == b'=').ok_or_else(malformed)?;
         let (key, value) = (&kv[..eq], &kv[eq + 1..]);
-        let decimal = |what: &str| {
-            std::str::from_utf8(value)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or_else(|| bad(format!("PAX {what} record is not a number")))
+        let number = |what: &str| {
+            decimal(value).ok_or_else(|| bad(format!("PAX {what} record is not a number")))
         };
         match key {
             b"path" => pax.path = Some(value.to_vec()),
             b"linkpath" => pax.link = Some(value.to_vec()),
-            b"size" => pax.size = Some(decimal("size")?),
-            b"uid" => pax.uid = Some(decimal("uid")?),
-            b"gid" => pax.gid = Some(decimal("gid")?),
+            b"size" => pax.size = Some(number("size")?),
+            b"uid" => pax.uid = Some(number("uid")?),
+            b"gid" => pax.gid = Some(number("gid")?),
             b"mtime" => {
                 // An unreadable time is ignored (the header's stands), as
                 // other unpackers do.
@@ -560,24 +556,32 @@ fn parse_pax(mut data: &[u8]) -> Result<Pax, TarError> {
     Ok(pax)
 }
 
+/// A non-empty run of ASCII digits as a number; `None` for anything else
+/// or on overflow.
+fn decimal(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
 /// A PAX time (`[-]seconds[.fraction]`) as seconds and nanoseconds.
-pub(super) fn parse_pax_time(v: &[u8]) -> Option<(i64, u32)> {
-    let s = std::str::from_utf8(v).ok()?;
-    let (neg, s) = match s.strip_prefix('-') {
+fn parse_pax_time(v: &[u8]) -> Option<(i64, u32)> {
+    let (neg, v) = match v.strip_prefix(b"-") {
         Some(rest) => (true, rest),
-        None => (false, s),
+        None => (false, v),
     };
-    let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
-    if secs.is_empty() || !secs.bytes().all(|b| b.is_ascii_digit()) {
+    let (secs, frac) = match v.iter().position(|b| *b == b'.') {
+        Some(dot) => (&v[..dot], &v[dot + 1..]),
+        None => (v, &[][..]),
+    };
+    let secs = i64::try_from(decimal(secs)?).ok()?;
+    if !frac.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    if !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let secs: i64 = secs.parse().ok()?;
     let mut nanos: u32 = 0;
-    for (i, d) in frac.bytes().take(9).enumerate() {
-        nanos += u32::from(d - b'0') * 10u32.pow(8 - i as u32);
+    for (i, d) in frac.iter().take(9).enumerate() {
+        nanos += u32::from(*d - b'0') * 10u32.pow(8 - i as u32);
     }
     if !neg {
         return Some((secs, nanos));
