@@ -13,4 +13,5 @@ pub mod judge;
 pub mod net;
 pub mod sandbox;
 pub mod scan;
+pub mod sys;
 pub mod trial;

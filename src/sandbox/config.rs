@@ -322,6 +322,16 @@ pub enum Stdio {
     Append(PathBuf),
 }
 
+/// A host file descriptor handed to the sandbox's command at a fixed number.
+/// Nothing else of cbrun's is open in the sandbox: every other descriptor
+/// above 2 is closed before the command (and the `--init` pid 1) runs.
+#[derive(Debug, Clone)]
+pub struct PassFd {
+    pub fd: std::sync::Arc<std::os::fd::OwnedFd>,
+    /// The number it has inside (3 or above).
+    pub target: std::os::fd::RawFd,
+}
+
 /// Everything one sandbox run needs.
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
@@ -341,6 +351,8 @@ pub struct SandboxConfig {
     pub stderr: Stdio,
     /// Run a reaping init as pid 1 and the command as pid 2.
     pub init: bool,
+    /// Descriptors the command gets besides 0, 1 and 2.
+    pub pass_fds: Vec<PassFd>,
     pub command: Vec<String>,
 }
 
@@ -362,6 +374,7 @@ impl SandboxConfig {
             stdout: Stdio::Inherit,
             stderr: Stdio::Inherit,
             init: false,
+            pass_fds: Vec::new(),
             command,
         }
     }

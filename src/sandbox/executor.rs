@@ -31,6 +31,12 @@ pub struct SandboxExecutor {
     pub nested_user: Option<(u32, u32)>,
     /// Stay as pid 1 (reaper, signal forwarder) and run the command as pid 2.
     pub init: bool,
+    /// `(descriptor in this process, number inside)`: all the sandbox keeps
+    /// besides 0, 1 and 2. This process is a fork of cbrun and so holds
+    /// every descriptor cbrun had (cgroup directories, its state file,
+    /// sockets); none of them may reach the command, or the `--init` pid 1
+    /// that stays this very process.
+    pub pass_fds: Vec<(std::os::fd::RawFd, std::os::fd::RawFd)>,
 }
 
 impl Executor for SandboxExecutor {
@@ -104,6 +110,8 @@ impl SandboxExecutor {
             .map(|a| CString::new(a.as_bytes()))
             .collect::<Result<_, _>>()
             .map_err(|_| ExecutorError::Other("argument contains NUL".into()))?;
+        crate::sys::fd::keep_only(&self.pass_fds)
+            .map_err(|e| ExecutorError::Other(format!("closing cbrun's descriptors: {e}")))?;
         if let Some(prog) = &self.seccomp {
             prog.install()
                 .map_err(|e| ExecutorError::Other(format!("installing seccomp filter: {e}")))?;

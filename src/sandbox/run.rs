@@ -5,7 +5,7 @@
 //! signalfd, so an interrupt at any point still leads to the same teardown.
 
 use std::fs::{self, File, OpenOptions};
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -170,6 +170,14 @@ pub trait RunHooks {
     fn stalled(&mut self) -> bool {
         false
     }
+    /// Descriptors to watch while the sandbox runs: read ends of pipes whose
+    /// write ends the sandbox holds. Asked again after every wake-up, so a
+    /// hook drops a descriptor once it has seen its end.
+    fn watch_fds(&self) -> Vec<std::os::fd::RawFd> {
+        Vec::new()
+    }
+    /// One of [`RunHooks::watch_fds`] is readable or closed at its far end.
+    fn readable(&mut self, _fd: std::os::fd::RawFd) {}
 }
 
 /// No hooks.
@@ -403,11 +411,24 @@ fn run_in(
         .map_err(|e| RunError::Setup(format!("writing {}: {e}", cfg_path.display())))?;
 
     phase("spec written", t0);
+    let mut targets: Vec<i32> = cfg.pass_fds.iter().map(|p| p.target).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    if targets.len() != cfg.pass_fds.len() || targets.first().is_some_and(|t| *t < 3) {
+        return Err(RunError::Setup(
+            "passed descriptors need distinct numbers of 3 or above".into(),
+        ));
+    }
     let executor = SandboxExecutor {
         seccomp: seccomp.clone(),
         lo_up: cfg.network == NetworkPolicy::None,
         nested_user: ids.nested,
         init: cfg.init,
+        pass_fds: cfg
+            .pass_fds
+            .iter()
+            .map(|p| (std::os::fd::AsRawFd::as_raw_fd(&*p.fd), p.target))
+            .collect(),
     };
     let lc_root = rd.path.join("lc");
     fs::create_dir(&lc_root).map_err(|source| RunError::File {
@@ -763,16 +784,38 @@ fn wait_for(
                 .unwrap_or(PollTimeout::MAX),
             None => PollTimeout::NONE,
         };
-        if let Some(pfd) = &pidfd {
-            let mut fds = [
-                PollFd::new(pfd.as_fd(), PollFlags::POLLIN),
-                PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
-            ];
-            let _ = poll(&mut fds, timeout);
-        } else {
-            // No pidfd (very old kernel): poll the signalfd with a short tick.
-            let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
-            let _ = poll(&mut fds, PollTimeout::from(20u8));
+        let extra = hooks.watch_fds();
+        // SAFETY: the hook owns these descriptors and keeps them open for
+        // as long as it lists them; they are borrowed for this one poll.
+        let extra_fds: Vec<BorrowedFd> = extra
+            .iter()
+            .map(|fd| unsafe { BorrowedFd::borrow_raw(*fd) })
+            .collect();
+        let mut fds: Vec<PollFd> = Vec::with_capacity(2 + extra.len());
+        fds.push(PollFd::new(sfd.as_fd(), PollFlags::POLLIN));
+        fds.extend(
+            extra_fds
+                .iter()
+                .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
+        );
+        let timeout = match &pidfd {
+            Some(pfd) => {
+                fds.push(PollFd::new(pfd.as_fd(), PollFlags::POLLIN));
+                timeout
+            }
+            // No pidfd (very old kernel): a short tick instead.
+            None => PollTimeout::from(20u8),
+        };
+        let _ = poll(&mut fds, timeout);
+        let ready: Vec<std::os::fd::RawFd> = extra
+            .iter()
+            .zip(&fds[1..=extra.len()])
+            .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
+            .map(|(fd, _)| *fd)
+            .collect();
+        drop(fds);
+        for fd in ready {
+            hooks.readable(fd);
         }
         match waitpid(init, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::StillAlive) => {}

@@ -1,0 +1,6 @@
+//! Raw system calls, in one place. Everything here wraps `libc` calls that
+//! the standard library does not offer (or offers only by path), each with
+//! its `// SAFETY:` reasoning, so the rest of the crate stays free of
+//! `unsafe` for system work.
+
+pub mod fd;
