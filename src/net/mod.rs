@@ -8,11 +8,15 @@
 //! `HTTP_PROXY`/`HTTPS_PROXY` point at it; any other connection has no
 //! route.
 
+pub mod addr;
 pub mod hosts;
+pub mod http;
+pub mod index;
 pub mod log;
 pub mod netns;
 pub mod policy;
 pub mod proxy;
+pub mod resolve;
 
 pub use log::{summarize, ConnLog, ConnRecord, LogDecision, NetSummary};
 pub use netns::{listen_in_netns, listen_in_userns_netns};
