@@ -6,7 +6,11 @@
 //! [`EgressPolicy`] ([`policy`], with built-in host lists in [`hosts`]) and
 //! records every connection attempt ([`log`]). Inside the sandbox
 //! `HTTP_PROXY`/`HTTPS_PROXY` point at it; any other connection has no
-//! route.
+//! route. Names are resolved once ([`resolve`]) and every address is
+//! checked against the host's own and special-purpose ranges ([`addr`]).
+//! The same listener serves cbrun's registry index ([`index`]): PyPI and
+//! npm without the case's banned packages. [`http`] holds the wire code
+//! both share.
 
 pub mod addr;
 pub mod hosts;

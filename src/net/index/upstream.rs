@@ -166,8 +166,9 @@ impl Default for Timeouts {
     }
 }
 
-/// System roots when the host has any, else the bundled Mozilla roots.
-fn tls_config() -> Arc<ureq::rustls::ClientConfig> {
+/// System roots when the host has any (`SSL_CERT_FILE`/`SSL_CERT_DIR`
+/// honoured), else the bundled Mozilla roots.
+pub fn tls_config() -> Arc<ureq::rustls::ClientConfig> {
     use ureq::rustls;
     let mut roots = rustls::RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
