@@ -67,6 +67,8 @@ pub fn proxy_env() -> Vec<(&'static str, String)> {
         ),
         ("YARN_UNSAFE_HTTP_WHITELIST", "127.0.0.1".into()),
         ("BUN_CONFIG_REGISTRY", npm),
+        // npm's update check fetches npm's own (large) document each run.
+        ("npm_config_update_notifier", "false".into()),
     ]
 }
 
