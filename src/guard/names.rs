@@ -5,6 +5,8 @@
 //! compare against, so the two must agree. Tests in `pkgshim.rs` run the
 //! shims on the specs tested here to keep them in step.
 
+use std::collections::BTreeSet;
+
 use sha2::{Digest, Sha256};
 
 /// A naming scheme: how one package manager spells and compares names.
@@ -159,6 +161,36 @@ pub fn hashed_bans(family: Family, bans: &[String]) -> Vec<String> {
     v.sort();
     v.dedup();
     v
+}
+
+/// The hashed ban keys of one family, for checking names outside the
+/// shims (cbrun's registry index): a name is covered when the hash of any
+/// of its [`candidate_keys`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HashedBans {
+    family: Family,
+    keys: BTreeSet<String>,
+}
+
+impl HashedBans {
+    pub fn new(family: Family, bans: &[String]) -> Self {
+        HashedBans {
+            family,
+            keys: hashed_bans(family, bans).into_iter().collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Whether a ban covers `name` (as spelled anywhere: it is normalised).
+    pub fn covers(&self, name: &str) -> bool {
+        !self.keys.is_empty()
+            && candidate_keys(self.family, name)
+                .iter()
+                .any(|k| self.keys.contains(&sha256_hex(k)))
+    }
 }
 
 /// Python module matching: `packaging` bans `packaging` and `packaging.*`;
@@ -643,6 +675,23 @@ mod tests {
         assert!(npm_specifier_banned("node:fs", &nb));
         assert!(!npm_specifier_banned("semver-utils", &nb));
         assert!(!npm_specifier_banned("./semver", &nb));
+    }
+
+    #[test]
+    fn hashed_bans_cover_normalised_names() {
+        let bans: Vec<String> = ["Semantic_Version", "@evil/*", "semver"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let py = HashedBans::new(Family::Python, &bans);
+        assert!(py.covers("semantic.version") && py.covers("SEMVER"));
+        assert!(!py.covers("semver2") && !py.covers(""));
+        let npm = HashedBans::new(Family::Npm, &bans);
+        assert!(npm.covers("@Evil/pkg") && npm.covers("semver"));
+        assert!(!npm.covers("semantic-version"), "npm does not fold `_`");
+        assert!(!npm.covers("@good/semver"));
+        assert!(HashedBans::new(Family::Npm, &[]).is_empty());
+        assert!(!HashedBans::new(Family::Npm, &[]).covers("x"));
     }
 
     #[test]

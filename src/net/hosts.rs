@@ -52,26 +52,52 @@ pub const CODE_HOSTS: &[&str] = &[
     "githack.com",
 ];
 
-/// Package registries and distribution archives: denied unless the run
-/// passes `--allow-registries`. A benchmark's reference solution may be a
-/// published package, so registries are opt-in.
+/// Package registries, their well-known mirrors, CDNs that serve any
+/// published package's files by URL, and distribution archives: denied
+/// unless the run passes `--allow-registries`. A benchmark's reference
+/// solution may be a published package, so registries are opt-in. The
+/// mirrors are the common ones, not all: `*` reaches any other.
 pub const REGISTRIES: &[&str] = &[
     // Python
     "pypi.org",
     "files.pythonhosted.org",
     "pypi.python.org",
+    "pythonhosted.org",
     "download.pytorch.org",
+    "piwheels.org",
+    "pypi.tuna.tsinghua.edu.cn",
+    "mirrors.tuna.tsinghua.edu.cn",
+    "mirrors.aliyun.com",
+    "pypi.doubanio.com",
+    "mirrors.cloud.tencent.com",
+    "repo.huaweicloud.com",
+    "mirrors.ustc.edu.cn",
+    "mirror.baidu.com",
     // JavaScript
     "registry.npmjs.org",
     "registry.yarnpkg.com",
     "npmjs.com",
+    "npmjs.org",
+    "yarnpkg.com",
+    "npmmirror.com",
+    "npm.taobao.org",
+    "unpkg.com",
+    "esm.sh",
+    "skypack.dev",
+    "jspm.io",
+    "cdnjs.cloudflare.com",
+    "deno.land",
+    "jsr.io",
     // Go
     "proxy.golang.org",
     "sum.golang.org",
+    "goproxy.io",
+    "goproxy.cn",
     // Rust
     "crates.io",
     "static.crates.io",
     "index.crates.io",
+    "rsproxy.cn",
     // Conda
     "repo.anaconda.com",
     "conda.anaconda.org",
@@ -128,6 +154,26 @@ pub fn registry(host: &str) -> Option<&'static str> {
     REGISTRIES.iter().find(|d| domain_matches(host, d)).copied()
 }
 
+/// The registries cbrun's index serves filtered (PyPI and npm, with their
+/// file hosts): while the index is the wall, the sandbox never reaches
+/// them directly.
+pub const INDEXED: &[&str] = &[
+    "pypi.org",
+    "files.pythonhosted.org",
+    "pypi.python.org",
+    "pythonhosted.org",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "npmjs.com",
+    "npmjs.org",
+    "yarnpkg.com",
+];
+
+/// Whether `host` belongs to a registry the index serves.
+pub fn indexed(host: &str) -> bool {
+    INDEXED.iter().any(|d| domain_matches(host, d))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,11 +211,17 @@ mod tests {
         );
         assert_eq!(registry("www.npmjs.com"), Some("npmjs.com"));
         assert_eq!(registry("api.anthropic.com"), None);
+        assert_eq!(registry("registry.npmmirror.com"), Some("npmmirror.com"));
+        assert!(indexed("files.pythonhosted.org") && indexed("registry.npmjs.org"));
+        assert!(!indexed("static.crates.io") && !indexed("unpkg.com"));
+        for d in INDEXED {
+            assert!(registry(d).is_some(), "{d} is indexed but not a registry");
+        }
     }
 
     #[test]
     fn entries_are_normalized() {
-        for d in CODE_HOSTS.iter().chain(REGISTRIES) {
+        for d in CODE_HOSTS.iter().chain(REGISTRIES).chain(INDEXED) {
             assert_eq!(*d, d.to_ascii_lowercase(), "{d}");
             assert!(
                 !d.ends_with('.') && !d.starts_with('.') && d.contains('.'),

@@ -42,6 +42,10 @@ pub struct ConnRecord {
     pub bytes_up: u64,
     /// Bytes sent from the upstream to the sandbox.
     pub bytes_down: u64,
+    /// For a request the registry index answered: the path asked for
+    /// (`host`/`port` are then the upstream registry's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_path: Option<String>,
 }
 
 /// Shared handle to the log file; cheap to clone into connection threads.
@@ -182,6 +186,7 @@ mod tests {
             reason: (decision != LogDecision::Allowed).then(|| "why".into()),
             bytes_up: up,
             bytes_down: 2 * up,
+            index_path: None,
         }
     }
 

@@ -2,20 +2,27 @@
 //!
 //! Precedence, first match wins:
 //! 1. code hosts ([`hosts::CODE_HOSTS`]) are always denied, even under `*`;
-//! 2. package registries are allowed iff `--allow-registries` was given,
-//!    whether or not an `--allow` entry names them;
+//! 2. package registries ([`hosts::REGISTRIES`]) need `--allow-registries`,
+//!    whether or not an `--allow` entry names them. When the case bans
+//!    packages, the registries cbrun's index serves filtered
+//!    ([`hosts::INDEXED`]: PyPI, npm) are never reached directly (the
+//!    sandbox uses the index), and the others only when an `--allow` entry
+//!    other than `*` names them (they are then unfiltered);
 //! 3. otherwise the host is allowed iff an `--allow` entry matches it.
 //!
-//! After name resolution the proxy asks [`EgressPolicy::check_resolved`] as
-//! well, so that a broad entry (`*`, `*.example.com`) cannot be used to
-//! reach the host's own loopback or link-local services.
+//! After name resolution the proxy asks [`EgressPolicy::check_resolved`]
+//! for every address, so that a broad entry (`*`, `*.example.com`) cannot
+//! be used to reach the host's own addresses, its loopback, link-local and
+//! private networks, or any other special-purpose range ([`addr::special`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
 use std::str::FromStr;
 
+use super::addr;
 use super::hosts;
+use super::index::RegistryBans;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what}: {value:?}: {why}")]
@@ -293,6 +300,10 @@ pub struct EgressPolicy {
     pub allow_registries: bool,
     /// Host name → address, consulted before DNS.
     pub resolve: BTreeMap<String, IpAddr>,
+    /// The case's install ban, hashed: what the registry index refuses.
+    /// Never serialised (the record must not list the bans).
+    #[serde(skip)]
+    pub install_ban: RegistryBans,
 }
 
 impl EgressPolicy {
@@ -327,7 +338,15 @@ impl EgressPolicy {
             allow,
             allow_registries,
             resolve: map,
+            install_ban: RegistryBans::default(),
         })
+    }
+
+    /// The same policy with the case's install ban, which the registry
+    /// index enforces and which decides how registries are reached.
+    pub fn with_install_ban(mut self, install_ban: &[String]) -> Self {
+        self.install_ban = RegistryBans::new(install_ban);
+        self
     }
 
     /// May the sandbox open a connection to `host:port`? `host` is as the
@@ -345,13 +364,7 @@ impl EgressPolicy {
                 return Decision::Denied(format!("{d} is a code host (always denied)"));
             }
             if let Some(d) = hosts::registry(name) {
-                return if self.allow_registries {
-                    Decision::Allowed
-                } else {
-                    Decision::Denied(format!(
-                        "{d} is a package registry (needs --allow-registries)"
-                    ))
-                };
+                return self.decide_registry(d, &host, port);
             }
         }
         if self.allow.iter().any(|e| e.matches(&host, port)) {
@@ -369,6 +382,36 @@ impl EgressPolicy {
         }
     }
 
+    fn decide_registry(&self, d: &str, host: &Host, port: u16) -> Decision {
+        if !self.allow_registries {
+            return Decision::Denied(format!(
+                "{d} is a package registry (needs --allow-registries)"
+            ));
+        }
+        if self.install_ban.is_empty() {
+            return Decision::Allowed;
+        }
+        let Host::Name(name) = host else {
+            return Decision::Allowed;
+        };
+        if hosts::indexed(name) {
+            return Decision::Denied(format!(
+                "{d} is served filtered through cbrun's registry index (PIP_INDEX_URL, npm_config_registry); direct access is refused while the case bans packages"
+            ));
+        }
+        let named = self
+            .allow
+            .iter()
+            .any(|e| e.host != HostPattern::Any && e.matches(host, port));
+        if named {
+            Decision::Allowed
+        } else {
+            Decision::Denied(format!(
+                "{d} is a package registry cbrun cannot filter against the case's install ban; an --allow entry naming it lets it through unfiltered"
+            ))
+        }
+    }
+
     /// The `--resolve` address for `host`, if one was given.
     pub fn resolve_override(&self, host: &str) -> Option<IpAddr> {
         match Host::parse(host) {
@@ -378,16 +421,21 @@ impl EgressPolicy {
     }
 
     /// Second check, once `host` (already allowed by [`Self::decide`]) has
-    /// resolved to `addr`. The proxy connects from the host's network
-    /// namespace, so `*` reaching `localhost` would expose the host's own
-    /// loopback services; such addresses need an explicit entry or a
-    /// `--resolve` for the name.
-    pub fn check_resolved(&self, host: &str, port: u16, addr: IpAddr) -> Decision {
+    /// resolved to `addr`; `own` are the host's interface addresses. The
+    /// proxy connects from the host's network namespace, so `*` reaching
+    /// `localhost`, the host's own address or its LAN would expose services
+    /// the host keeps to itself; such addresses need an exact `--allow`
+    /// entry (the name, or the address) or a `--resolve` for the name.
+    pub fn check_resolved(&self, host: &str, port: u16, addr: IpAddr, own: &[IpAddr]) -> Decision {
         let addr = addr.to_canonical();
-        if !is_host_local(addr) {
-            return Decision::Allowed;
-        }
-        if self.resolve_override(host).is_some() {
+        let mine = own.iter().any(|o| o.to_canonical() == addr);
+        let what = match (addr::special(addr), mine) {
+            (None, false) => return Decision::Allowed,
+            (Some(range), false) => range.to_owned(),
+            (None, true) => "an address of this host".to_owned(),
+            (Some(range), true) => format!("an address of this host ({range})"),
+        };
+        if self.resolve_override(host) == Some(addr) {
             return Decision::Allowed;
         }
         if let Ok(h) = Host::parse(host) {
@@ -399,30 +447,14 @@ impl EgressPolicy {
                 return Decision::Allowed;
             }
         }
+        let shown = Host::Ip(addr);
+        let subject = match Host::parse(host) {
+            Ok(Host::Name(n)) => format!("{n} resolves to {shown},"),
+            _ => format!("{shown} is"),
+        };
         Decision::Denied(format!(
-            "resolves to host-local address {addr}, reachable only through an exact --allow entry or --resolve"
+            "{subject} {what}: reachable only through an --allow entry naming it exactly or a --resolve pin"
         ))
-    }
-}
-
-/// Loopback, unspecified, link-local (incl. cloud metadata at
-/// 169.254.169.254), broadcast and multicast addresses: ones that mean
-/// "this machine" or its link rather than a remote service.
-fn is_host_local(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_unspecified()
-                || v4.is_link_local()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-        }
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-        }
     }
 }
 
@@ -624,28 +656,114 @@ mod tests {
     }
 
     #[test]
-    fn host_local_addresses_need_explicit_entries() {
+    fn special_and_own_addresses_need_explicit_entries() {
         let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let own: Vec<IpAddr> = vec!["203.0.113.7".parse().unwrap(), "8.8.4.4".parse().unwrap()];
         let star = policy(&["*"]);
-        assert!(!star.check_resolved("localhost", 22, lo).is_allowed());
-        assert!(!star
-            .check_resolved("x.test", 80, "169.254.169.254".parse().unwrap())
-            .is_allowed());
-        assert!(!star
-            .check_resolved("x.test", 80, "::ffff:127.0.0.1".parse().unwrap())
-            .is_allowed());
-        assert!(!star
-            .check_resolved("x.test", 80, "fe80::1".parse().unwrap())
-            .is_allowed());
+        let denied = |p: &EgressPolicy, host: &str, port: u16, a: &str| {
+            let d = p.check_resolved(host, port, a.parse().unwrap(), &own);
+            match d {
+                Decision::Denied(why) => why,
+                Decision::Allowed => panic!("{host} -> {a} allowed"),
+            }
+        };
+        let why = denied(&star, "localhost", 22, "127.0.0.1");
+        assert!(
+            why.starts_with("localhost resolves to 127.0.0.1, loopback"),
+            "{why}"
+        );
+        for a in [
+            "169.254.169.254",
+            "::ffff:127.0.0.1",
+            "fe80::1",
+            "10.1.2.3",
+            "172.16.0.9",
+            "192.168.1.1",
+            "100.64.0.1",
+            "fd00::2",
+            "::ffff:10.1.2.3",
+            "0.0.0.0",
+            "ff02::1",
+        ] {
+            denied(&star, "x.test", 80, a);
+        }
+        // The host's own address, even when it is an ordinary public one.
+        let why = denied(&star, "self.test", 80, "8.8.4.4");
+        assert!(why.contains("an address of this host"), "{why}");
+        let why = denied(&star, "self.test", 80, "::ffff:8.8.4.4");
+        assert!(why.contains("8.8.4.4, an address of this host"), "{why}");
         assert!(star
-            .check_resolved("x.test", 80, "93.184.216.34".parse().unwrap())
+            .check_resolved("x.test", 80, "93.184.216.34".parse().unwrap(), &own)
             .is_allowed());
         let wild = policy(&["*.test"]);
-        assert!(!wild.check_resolved("a.test", 80, lo).is_allowed());
-        let exact = policy(&["localhost:8080", "127.0.0.1:9090"]);
-        assert!(exact.check_resolved("localhost", 8080, lo).is_allowed());
-        assert!(exact.check_resolved("127.0.0.1", 9090, lo).is_allowed());
+        denied(&wild, "a.test", 80, "127.0.0.1");
+        // Exact names and addresses are explicit choices.
+        let exact = policy(&["localhost:8080", "127.0.0.1:9090", "10.1.2.3", "[fd00::2]"]);
+        assert!(exact
+            .check_resolved("localhost", 8080, lo, &own)
+            .is_allowed());
+        denied(&exact, "localhost", 8081, "127.0.0.1");
+        assert!(exact
+            .check_resolved("127.0.0.1", 9090, lo, &own)
+            .is_allowed());
+        assert!(exact
+            .check_resolved("10.1.2.3", 1, "10.1.2.3".parse().unwrap(), &own)
+            .is_allowed());
+        assert!(exact
+            .check_resolved("[fd00::2]", 1, "fd00::2".parse().unwrap(), &own)
+            .is_allowed());
+        let why = denied(&exact, "10.1.2.4", 1, "10.1.2.4");
+        assert!(why.starts_with("10.1.2.4 is private"), "{why}");
+        // A --resolve pin allows the address it pins, not others.
         let over = EgressPolicy::parse(&["*"], false, &["api.test=127.0.0.1"]).unwrap();
-        assert!(over.check_resolved("api.test", 80, lo).is_allowed());
+        assert!(over.check_resolved("api.test", 80, lo, &own).is_allowed());
+        denied(&over, "api.test", 80, "10.0.0.1");
+        denied(&over, "other.test", 80, "127.0.0.1");
+    }
+
+    #[test]
+    fn registries_behind_the_index_when_the_case_bans_packages() {
+        let bans = vec!["semver".to_string()];
+        let p = EgressPolicy::parse(&["*", "static.crates.io"], true, &[] as &[&str])
+            .unwrap()
+            .with_install_ban(&bans);
+        for h in [
+            "pypi.org",
+            "files.pythonhosted.org",
+            "registry.npmjs.org",
+            "registry.yarnpkg.com",
+        ] {
+            let d = p.decide(h, 443);
+            assert!(
+                matches!(&d, Decision::Denied(r) if r.contains("registry index")),
+                "{h}: {d:?}"
+            );
+        }
+        // Registries the index does not serve: only when named, not by `*`.
+        assert!(allowed(&p, "static.crates.io", 443));
+        for h in [
+            "index.crates.io",
+            "proxy.golang.org",
+            "unpkg.com",
+            "registry.npmmirror.com",
+        ] {
+            let d = p.decide(h, 443);
+            assert!(
+                matches!(&d, Decision::Denied(r) if r.contains("cannot filter")),
+                "{h}: {d:?}"
+            );
+        }
+        assert!(allowed(&p, "example.org", 443));
+        // Nothing banned: registries are reachable as before.
+        let open = EgressPolicy::parse(&[] as &[&str], true, &[] as &[&str])
+            .unwrap()
+            .with_install_ban(&[]);
+        assert!(allowed(&open, "pypi.org", 443) && allowed(&open, "index.crates.io", 443));
+        // The bans never reach the record.
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(
+            !json.contains("semver") && !json.contains("install_ban"),
+            "{json}"
+        );
     }
 }

@@ -1,11 +1,17 @@
 //! A small HTTP/1.1 forward proxy that enforces an [`EgressPolicy`].
 //!
-//! It speaks two request forms:
+//! It speaks three request forms ([`super::http`] parses them):
 //! - `CONNECT host:port`: a byte tunnel (HTTPS and anything else over TCP);
 //! - absolute-form `GET http://host[:port]/path` (any method): forwarded with
 //!   an origin-form request line, hop-by-hop headers dropped, `Host` set
 //!   from the URL, and `Connection: close`, so each client connection
-//!   carries one request.
+//!   carries one request;
+//! - origin-form `GET /path`, or absolute-form naming the proxy's own
+//!   address: a request to the registry index ([`super::index`]).
+//!
+//! A name is resolved once ([`super::resolve`]); every address it resolves
+//! to is checked, and the connection goes to a checked address, so there is
+//! no window for DNS rebinding between the check and the connect.
 //!
 //! One thread per connection (two while relaying); the accept loop polls
 //! with a short timeout so that [`serve`] returns soon after `shutdown` is
@@ -13,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,20 +29,20 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
+use super::addr;
+use super::http::{
+    forwarded_head, parse_request, read_head, respond, respond_busy, HeadError, Request, Target,
+};
+use super::index::{Index, Served};
 use super::log::{ConnLog, ConnRecord, LogDecision};
 use super::policy::{Decision, EgressPolicy, Host};
+use super::resolve::Resolver;
 
 /// How often the accept loop looks at the shutdown flag.
 const ACCEPT_POLL_MS: u16 = 50;
 /// How long [`serve`] waits, once stopping, for closed connections to log
 /// their records.
 const DRAIN_WAIT: Duration = Duration::from_millis(100);
-/// Bound on writing a short error response to a client that does not read.
-const RESPONSE_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-/// After an error response, how long to keep reading what the client still
-/// sends, so that closing with unread data (which sends RST) does not
-/// destroy the response before the client has read it.
-const RESPONSE_DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
 const RELAY_BUF: usize = 16 * 1024;
 const THREAD_STACK: usize = 256 * 1024;
 
@@ -68,11 +74,14 @@ impl Default for Limits {
     }
 }
 
-/// The proxy: policy, log and limits. [`Proxy::run`] serves a listener.
+/// The proxy: policy, log, limits, resolver and registry index.
+/// [`Proxy::run`] serves a listener.
 pub struct Proxy {
     policy: EgressPolicy,
     log: ConnLog,
     limits: Limits,
+    resolver: Resolver,
+    index: Option<Index>,
 }
 
 /// Serves `listener` with default limits until `shutdown` is set (returns
@@ -92,6 +101,8 @@ impl Proxy {
             policy,
             log,
             limits: Limits::default(),
+            resolver: Resolver::default(),
+            index: None,
         }
     }
 
@@ -100,15 +111,36 @@ impl Proxy {
         self
     }
 
+    pub fn with_log(mut self, log: ConnLog) -> Proxy {
+        self.log = log;
+        self
+    }
+
+    pub fn with_resolver(mut self, resolver: Resolver) -> Proxy {
+        self.resolver = resolver;
+        self
+    }
+
+    /// Serves the registry index at the proxy's own address.
+    pub fn with_index(mut self, index: Index) -> Proxy {
+        self.index = Some(index);
+        self
+    }
+
     /// Blocks serving `listener` until `shutdown` is set or accepting fails.
     /// On the way out, open connections are shut down so their threads end
     /// and log what they carried; the wait for that is bounded.
     pub fn run(self, listener: TcpListener, shutdown: &AtomicBool) -> io::Result<()> {
         listener.set_nonblocking(true)?;
+        let local = listener.local_addr()?;
         let shared = Arc::new(Shared {
             policy: self.policy,
             log: self.log,
             limits: self.limits,
+            resolver: self.resolver,
+            index: self.index,
+            local,
+            public: format!("http://{local}"),
             start: Instant::now(),
             conns: Mutex::new(Tracked::default()),
             active: AtomicUsize::new(0),
@@ -163,6 +195,12 @@ struct Shared {
     policy: EgressPolicy,
     log: ConnLog,
     limits: Limits,
+    resolver: Resolver,
+    index: Option<Index>,
+    /// The listener's address, as the sandbox sees it.
+    local: SocketAddr,
+    /// The index's base URL, as the sandbox sees it.
+    public: String,
     start: Instant,
     conns: Mutex<Tracked>,
     active: AtomicUsize,
@@ -279,351 +317,7 @@ fn record(
         reason,
         bytes_up: 0,
         bytes_down: 0,
-    }
-}
-
-/// Writes a short `Connection: close` response, then lets the client read
-/// it before the socket closes.
-fn respond(mut stream: TcpStream, status: u16, phrase: &str, body: &str) {
-    let _ = stream.set_write_timeout(Some(RESPONSE_WRITE_TIMEOUT));
-    let msg = format!(
-        "HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    if stream.write_all(msg.as_bytes()).is_err() {
-        return;
-    }
-    let _ = stream.shutdown(Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(RESPONSE_DRAIN_TIMEOUT));
-    let deadline = Instant::now() + RESPONSE_DRAIN_TIMEOUT;
-    let mut sink = [0u8; 4096];
-    while Instant::now() < deadline {
-        match stream.read(&mut sink) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-    }
-}
-
-/// The 503 for a connection over the cap. This runs on the accept thread,
-/// so it must not block: one non-blocking write (a short response fits in
-/// an empty socket buffer) and close, without reading the request.
-fn respond_busy(mut stream: TcpStream, body: &str) {
-    let msg = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    if stream.set_nonblocking(true).is_ok() {
-        let _ = stream.write(msg.as_bytes());
-        let _ = stream.shutdown(Shutdown::Write);
-    }
-}
-
-/// Where a request wants to go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
-    /// As written, without brackets around IPv6 literals.
-    host: String,
-    port: u16,
-}
-
-impl Target {
-    /// `host` normalized for the log (lowercase, no trailing dot), or as
-    /// written if it does not parse.
-    fn log_host(&self) -> String {
-        match Host::parse(&self.host) {
-            Ok(Host::Name(n)) => n,
-            Ok(Host::Ip(ip)) => ip.to_string(),
-            Err(_) => self.host.clone(),
-        }
-    }
-
-    /// `host:port` for messages, IPv6 bracketed.
-    fn display(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
-    }
-}
-
-/// A parsed request head.
-#[derive(Debug)]
-struct Request<'a> {
-    method: &'a str,
-    target: Target,
-    /// Origin-form path and query for forwarded requests; empty for CONNECT.
-    path: String,
-    /// `host[:port]` as in the URL, for the forwarded `Host` header.
-    authority: String,
-    version: &'a str,
-    headers: Vec<(&'a str, &'a [u8])>,
-}
-
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-fn parse_port(p: &str) -> Result<u16, String> {
-    match p.parse::<u16>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("bad port {p:?}")),
-    }
-}
-
-/// Splits `host:port` (or `[v6]:port`); `default_port` applies when there
-/// is no port.
-fn split_authority(auth: &str, default_port: Option<u16>) -> Result<Target, String> {
-    let (host, port) = if let Some(rest) = auth.strip_prefix('[') {
-        let end = rest.find(']').ok_or("unclosed `[` in authority")?;
-        let host = &rest[..end];
-        match &rest[end + 1..] {
-            "" => (host, None),
-            tail => match tail.strip_prefix(':') {
-                Some(p) => (host, Some(p)),
-                None => return Err(format!("bad authority {auth:?}")),
-            },
-        }
-    } else {
-        match auth.rsplit_once(':') {
-            Some((h, _)) if h.contains(':') => {
-                return Err(format!("IPv6 literal must be bracketed in {auth:?}"))
-            }
-            Some((h, p)) => (h, Some(p)),
-            None => (auth, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(format!("no host in {auth:?}"));
-    }
-    let port = match (port, default_port) {
-        (Some(p), _) if !p.is_empty() => parse_port(p)?,
-        (_, Some(d)) => d,
-        _ => return Err(format!("CONNECT target {auth:?} needs a port")),
-    };
-    Ok(Target {
-        host: host.to_owned(),
-        port,
-    })
-}
-
-/// Parses a request head (everything up to and including the blank line).
-fn parse_request(head: &[u8]) -> Result<Request<'_>, String> {
-    let mut lines = head
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
-    let line = lines.next().unwrap_or_default();
-    if !line.iter().all(|&b| (0x20..0x7f).contains(&b)) {
-        return Err("request line is not printable ASCII".into());
-    }
-    // Checked ASCII just above, so this cannot fail.
-    let line = std::str::from_utf8(line).map_err(|_| "request line is not ASCII")?;
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(format!("bad request line {line:?}"));
-    };
-    if method.is_empty() || !method.bytes().all(is_tchar) {
-        return Err(format!("bad method {method:?}"));
-    }
-    if version != "HTTP/1.1" && version != "HTTP/1.0" {
-        return Err(format!("unsupported version {version:?}"));
-    }
-    let mut headers = Vec::new();
-    for l in lines {
-        if l.is_empty() {
-            break;
-        }
-        if l[0] == b' ' || l[0] == b'\t' {
-            return Err("obsolete header line folding".into());
-        }
-        let colon = l
-            .iter()
-            .position(|&b| b == b':')
-            .ok_or("header line without `:`")?;
-        let name = &l[..colon];
-        if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
-            return Err("bad header name".into());
-        }
-        let value = l[colon + 1..].trim_ascii();
-        if value.iter().any(|&b| b == 0 || b == b'\r') {
-            return Err("control character in header value".into());
-        }
-        let name = std::str::from_utf8(name).map_err(|_| "bad header name")?;
-        headers.push((name, value));
-    }
-
-    if method == "CONNECT" {
-        let target = split_authority(target, None)?;
-        return Ok(Request {
-            method,
-            target,
-            path: String::new(),
-            authority: String::new(),
-            version,
-            headers,
-        });
-    }
-    let scheme_end = target.find("://").unwrap_or(0);
-    let scheme = &target[..scheme_end];
-    if scheme_end == 0 {
-        return Err(if target.starts_with('/') {
-            "origin-form request: this is a proxy, send an absolute URL (http://host/path)".into()
-        } else {
-            format!("bad request target {target:?}")
-        });
-    }
-    if scheme.eq_ignore_ascii_case("https") {
-        return Err("https URLs go through CONNECT, not a plain request".into());
-    }
-    if !scheme.eq_ignore_ascii_case("http") {
-        return Err(format!("unsupported scheme {scheme:?}"));
-    }
-    let rest = &target[scheme_end + 3..];
-    let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..auth_end];
-    if authority.contains('@') {
-        return Err("credentials in the URL are not supported".into());
-    }
-    let tail = &rest[auth_end..];
-    // The fragment is the client's business, never sent upstream.
-    let tail = tail.split('#').next().unwrap_or("");
-    let path = if tail.starts_with('/') {
-        tail.to_owned()
-    } else {
-        format!("/{tail}")
-    };
-    let target = split_authority(authority, Some(80))?;
-    Ok(Request {
-        method,
-        target,
-        path,
-        authority: authority.to_owned(),
-        version,
-        headers,
-    })
-}
-
-/// Headers that describe one hop and are not forwarded. `Transfer-Encoding`
-/// stays: the body is relayed byte for byte, so its framing must too.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "upgrade",
-    "host",
-];
-
-/// The request head sent upstream for a forwarded (non-CONNECT) request.
-fn forwarded_head(req: &Request<'_>) -> Vec<u8> {
-    // Headers the client lists in `Connection` are hop-by-hop too, except
-    // the body framing ones, which must survive (see HOP_BY_HOP).
-    let mut drop_names: Vec<String> = HOP_BY_HOP.iter().map(|s| (*s).to_owned()).collect();
-    for (name, value) in &req.headers {
-        if name.eq_ignore_ascii_case("connection") {
-            for tok in String::from_utf8_lossy(value).split(',') {
-                let tok = tok.trim().to_ascii_lowercase();
-                if !tok.is_empty() && tok != "content-length" && tok != "transfer-encoding" {
-                    drop_names.push(tok);
-                }
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(512);
-    out.extend_from_slice(format!("{} {} {}\r\n", req.method, req.path, req.version).as_bytes());
-    out.extend_from_slice(format!("Host: {}\r\n", req.authority).as_bytes());
-    for (name, value) in &req.headers {
-        let lower = name.to_ascii_lowercase();
-        if drop_names.contains(&lower) {
-            continue;
-        }
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"Connection: close\r\n\r\n");
-    out
-}
-
-enum HeadError {
-    /// The client closed before sending anything.
-    Empty,
-    TooLarge,
-    TimedOut,
-    Io(io::Error),
-}
-
-/// End of the head: the index just past the blank line, accepting bare
-/// `\n` line ends as well as `\r\n`.
-fn head_end(buf: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    while let Some(off) = buf[i..].iter().position(|&b| b == b'\n') {
-        let nl = i + off;
-        let rest = &buf[nl + 1..];
-        if rest.starts_with(b"\n") {
-            return Some(nl + 2);
-        }
-        if rest.starts_with(b"\r\n") {
-            return Some(nl + 3);
-        }
-        i = nl + 1;
-    }
-    None
-}
-
-/// Reads until the end of the request head. Returns the buffer and where
-/// the head ends; bytes after it belong to the body or the tunnel.
-fn read_head(stream: &mut TcpStream, limits: &Limits) -> Result<(Vec<u8>, usize), HeadError> {
-    let deadline = Instant::now() + limits.head_timeout;
-    let mut buf = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(HeadError::TimedOut);
-        }
-        stream.set_read_timeout(Some(left)).map_err(HeadError::Io)?;
-        let n = match stream.read(&mut chunk) {
-            Ok(0) if buf.is_empty() => return Err(HeadError::Empty),
-            Ok(0) => {
-                return Err(HeadError::Io(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "client closed in the middle of the request head",
-                )))
-            }
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(HeadError::TimedOut)
-            }
-            Err(e) => return Err(HeadError::Io(e)),
-        };
-        // Resume the search a little before the new bytes: the blank line
-        // may straddle two reads.
-        let from = buf.len().saturating_sub(3);
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = head_end(&buf, from) {
-            if end > limits.max_head_bytes {
-                return Err(HeadError::TooLarge);
-            }
-            stream.set_read_timeout(None).map_err(HeadError::Io)?;
-            return Ok((buf, end));
-        }
-        if buf.len() > limits.max_head_bytes {
-            return Err(HeadError::TooLarge);
-        }
+        index_path: None,
     }
 }
 
@@ -657,7 +351,7 @@ impl Conn {
     fn handle(self, mut client: TcpStream) {
         self.guard.track(&client);
         let limits = &self.shared.limits;
-        let (buf, end) = match read_head(&mut client, limits) {
+        let (buf, end) = match read_head(&mut client, limits.max_head_bytes, limits.head_timeout) {
             Ok(h) => h,
             // A connection that never asked for anything is not an attempt.
             Err(HeadError::Empty) => return,
@@ -696,7 +390,10 @@ impl Conn {
             }
         };
         let early = &buf[end..];
-        let target = req.target.clone();
+        let target = match &req.target {
+            Some(t) if !self.is_own_address(t) => t.clone(),
+            _ => return self.serve_index(&req, client),
+        };
         let log_host = target.log_host();
         let method = req.method;
 
@@ -764,7 +461,50 @@ impl Conn {
         self.shared.log.record(&rec);
     }
 
-    /// Applies the policy, resolves, and connects.
+    /// Whether an absolute-form target names the proxy itself (a client
+    /// that sends index requests through its proxy setting).
+    fn is_own_address(&self, t: &Target) -> bool {
+        let local = self.shared.local;
+        t.port == local.port()
+            && match Host::parse(&t.host) {
+                Ok(Host::Ip(ip)) => ip == local.ip().to_canonical(),
+                Ok(Host::Name(n)) => n == "localhost" && local.ip().is_loopback(),
+                Err(_) => false,
+            }
+    }
+
+    /// Hands an index request to the registry index and logs its outcome.
+    fn serve_index(&self, req: &Request<'_>, client: TcpStream) {
+        let shared = &self.shared;
+        let served = match &shared.index {
+            Some(index) => index.serve(req, &shared.policy, &shared.public, client),
+            None => {
+                let why = "no registry index here: send proxy requests in absolute form (http://host/path)".to_owned();
+                respond(client, 404, "Not Found", &format!("cbrun: {why}\n"));
+                Served {
+                    host: String::new(),
+                    port: 0,
+                    decision: LogDecision::Error,
+                    reason: Some(why),
+                    bytes_down: 0,
+                }
+            }
+        };
+        let mut rec = record(
+            self.at_ms,
+            req.method,
+            &served.host,
+            served.port,
+            served.decision,
+            served.reason,
+        );
+        rec.index_path = Some(req.path.clone());
+        rec.bytes_down = served.bytes_down;
+        shared.log.record(&rec);
+    }
+
+    /// Applies the policy, resolves once, checks every address, and
+    /// connects to one of the checked addresses.
     fn connect(&self, target: &Target) -> Result<TcpStream, Refusal> {
         let policy = &self.shared.policy;
         if let Decision::Denied(why) = policy.decide(&target.host, target.port) {
@@ -775,8 +515,8 @@ impl Conn {
         } else {
             match Host::parse(&target.host) {
                 Ok(Host::Ip(ip)) => vec![SocketAddr::new(ip, target.port)],
-                Ok(Host::Name(name)) => match (name.as_str(), target.port).to_socket_addrs() {
-                    Ok(a) => a.collect(),
+                Ok(Host::Name(name)) => match self.shared.resolver.lookup(&name, target.port) {
+                    Ok(a) => a,
                     Err(e) => {
                         return Err(Refusal::Unreachable(format!("cannot resolve {name}: {e}")))
                     }
@@ -785,15 +525,21 @@ impl Conn {
                 Err(why) => return Err(Refusal::Denied(format!("invalid host: {why}"))),
             }
         };
-        let mut denied = None;
+        // The host's addresses now (interfaces come and go); without them
+        // nothing can be checked, so nothing is reached.
+        let own = addr::host_addresses()
+            .map_err(|e| Refusal::Unreachable(format!("cannot list this host's addresses: {e}")))?;
+        // A name with one forbidden address is refused whole: its owner
+        // chose to point it inside.
+        for a in &addrs {
+            if let Decision::Denied(why) =
+                policy.check_resolved(&target.host, target.port, a.ip(), &own)
+            {
+                return Err(Refusal::Denied(why));
+            }
+        }
         let mut last_err = None;
         for addr in addrs {
-            if let Decision::Denied(why) =
-                policy.check_resolved(&target.host, target.port, addr.ip())
-            {
-                denied = Some(why);
-                continue;
-            }
             match TcpStream::connect_timeout(&addr, self.shared.limits.connect_timeout) {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
@@ -802,11 +548,9 @@ impl Conn {
                 Err(e) => last_err = Some(format!("{addr}: {e}")),
             }
         }
-        Err(match (last_err, denied) {
-            (Some(e), _) => Refusal::Unreachable(e),
-            (None, Some(why)) => Refusal::Denied(why),
-            (None, None) => Refusal::Unreachable("name resolved to no address".into()),
-        })
+        Err(Refusal::Unreachable(
+            last_err.unwrap_or_else(|| "name resolved to no address".into()),
+        ))
     }
 }
 
@@ -894,560 +638,4 @@ fn relay(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::net::log::summarize;
-    use std::net::Ipv4Addr;
-    use std::os::fd::AsRawFd;
-    use std::path::PathBuf;
-
-    /// An upstream HTTP server on loopback: answers each request with
-    /// `body` (plus any request body it received) and keeps the heads it
-    /// saw. Also counts accepted connections.
-    struct Upstream {
-        addr: SocketAddr,
-        accepts: Arc<AtomicUsize>,
-        heads: Arc<Mutex<Vec<String>>>,
-        stop: Arc<AtomicBool>,
-        thread: Option<thread::JoinHandle<()>>,
-    }
-
-    impl Upstream {
-        fn start(body: &'static str) -> Upstream {
-            let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-            l.set_nonblocking(true).unwrap();
-            let addr = l.local_addr().unwrap();
-            let accepts = Arc::new(AtomicUsize::new(0));
-            let heads = Arc::new(Mutex::new(Vec::new()));
-            let stop = Arc::new(AtomicBool::new(false));
-            let (a, h, st) = (accepts.clone(), heads.clone(), stop.clone());
-            let thread = thread::spawn(move || {
-                while !st.load(Ordering::SeqCst) {
-                    match l.accept() {
-                        Ok((s, _)) => {
-                            a.fetch_add(1, Ordering::SeqCst);
-                            let h = h.clone();
-                            thread::spawn(move || Upstream::answer(s, body, &h));
-                        }
-                        Err(_) => thread::sleep(Duration::from_millis(5)),
-                    }
-                }
-            });
-            Upstream {
-                addr,
-                accepts,
-                heads,
-                stop,
-                thread: Some(thread),
-            }
-        }
-
-        fn answer(mut s: TcpStream, body: &str, heads: &Mutex<Vec<String>>) {
-            s.set_nonblocking(false).unwrap();
-            let limits = Limits::default();
-            let Ok((buf, end)) = read_head(&mut s, &limits) else {
-                return;
-            };
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            let len = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse::<usize>().unwrap())
-                })
-                .unwrap_or(0);
-            let mut req_body = buf[end..].to_vec();
-            while req_body.len() < len {
-                let mut chunk = [0u8; 1024];
-                let n = s.read(&mut chunk).unwrap();
-                assert!(n > 0);
-                req_body.extend_from_slice(&chunk[..n]);
-            }
-            heads.lock().unwrap().push(head);
-            let reply = format!("{body}{}", String::from_utf8_lossy(&req_body));
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
-                reply.len()
-            );
-        }
-
-        fn port(&self) -> u16 {
-            self.addr.port()
-        }
-    }
-
-    impl Drop for Upstream {
-        fn drop(&mut self) {
-            self.stop.store(true, Ordering::SeqCst);
-            if let Some(t) = self.thread.take() {
-                let _ = t.join();
-            }
-        }
-    }
-
-    struct Running {
-        addr: SocketAddr,
-        log: PathBuf,
-        stop: Arc<AtomicBool>,
-        thread: Option<thread::JoinHandle<io::Result<()>>>,
-    }
-
-    impl Running {
-        fn start(name: &str, allow: &[String], resolve: &[&str], limits: Limits) -> Running {
-            let log = std::env::temp_dir()
-                .join(format!("cbrun-proxy-{}-{name}.jsonl", std::process::id()));
-            let _ = std::fs::remove_file(&log);
-            let policy = EgressPolicy::parse(allow, false, resolve).unwrap();
-            let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-            let addr = l.local_addr().unwrap();
-            let stop = Arc::new(AtomicBool::new(false));
-            let proxy = Proxy::new(policy, ConnLog::open(&log).unwrap()).with_limits(limits);
-            let st = stop.clone();
-            let thread = thread::spawn(move || proxy.run(l, &st));
-            Running {
-                addr,
-                log,
-                stop,
-                thread: Some(thread),
-            }
-        }
-
-        fn connect(&self) -> TcpStream {
-            let s = TcpStream::connect(self.addr).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            s
-        }
-
-        /// Sends `req` and reads everything until the proxy closes.
-        fn exchange(&self, req: &str) -> String {
-            let mut s = self.connect();
-            s.write_all(req.as_bytes()).unwrap();
-            let mut out = Vec::new();
-            s.read_to_end(&mut out).unwrap();
-            String::from_utf8(out).unwrap()
-        }
-
-        /// The log's records, once there are `n` of them (they are written
-        /// when each connection's thread finishes).
-        fn records(&self, n: usize) -> Vec<ConnRecord> {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-                let recs: Vec<ConnRecord> = text
-                    .lines()
-                    .map(|l| serde_json::from_str(l).unwrap())
-                    .collect();
-                if recs.len() >= n || Instant::now() > deadline {
-                    assert_eq!(recs.len(), n, "{text}");
-                    return recs;
-                }
-                thread::sleep(Duration::from_millis(10));
-            }
-        }
-
-        fn stop(&mut self) -> Duration {
-            let t0 = Instant::now();
-            self.stop.store(true, Ordering::SeqCst);
-            if let Some(t) = self.thread.take() {
-                t.join().unwrap().unwrap();
-            }
-            t0.elapsed()
-        }
-    }
-
-    impl Drop for Running {
-        fn drop(&mut self) {
-            self.stop();
-            let _ = std::fs::remove_file(&self.log);
-        }
-    }
-
-    fn body(resp: &str) -> &str {
-        resp.split_once("\r\n\r\n").map_or("", |(_, b)| b)
-    }
-
-    #[test]
-    fn connect_tunnels_both_ways() {
-        let api = Upstream::start("api says hi ");
-        let p = Running::start(
-            "tunnel",
-            &[format!("127.0.0.1:{}", api.port())],
-            &[],
-            Limits::default(),
-        );
-        let target = format!("127.0.0.1:{}", api.port());
-
-        // Client waits for the 200, then talks through the tunnel.
-        let mut s = p.connect();
-        write!(s, "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").unwrap();
-        let mut reply = [0u8; 39];
-        s.read_exact(&mut reply).unwrap();
-        assert_eq!(&reply, b"HTTP/1.1 200 Connection established\r\n\r\n");
-        s.write_all(b"POST /v1/x HTTP/1.1\r\nHost: api\r\nContent-Length: 5\r\n\r\nhello")
-            .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        assert_eq!(body(&out), "api says hi hello");
-        drop(s);
-
-        // Bytes pipelined right behind the CONNECT head are not lost.
-        let out = p.exchange(&format!(
-            "CONNECT {target} HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nHost: api\r\n\r\n"
-        ));
-        assert!(
-            out.starts_with("HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK"),
-            "{out}"
-        );
-        assert_eq!(body(body(&out)), "api says hi ");
-
-        let recs = p.records(2);
-        for r in &recs {
-            assert_eq!(
-                (r.method.as_str(), r.host.as_str(), r.port),
-                ("CONNECT", "127.0.0.1", api.port())
-            );
-            assert_eq!(r.decision, LogDecision::Allowed);
-            assert!(r.bytes_up > 0 && r.bytes_down > 0, "{r:?}");
-        }
-        assert_eq!(recs[0].bytes_up, 58);
-        assert_eq!(api.accepts.load(Ordering::SeqCst), 2);
-        let sum = summarize(&p.log).unwrap();
-        assert_eq!(
-            (sum.total, sum.allowed, sum.denied, sum.errors),
-            (2, 2, 0, 0)
-        );
-        assert_eq!(sum.hosts.len(), 1);
-        assert_eq!(sum.hosts[0].count, 2);
-    }
-
-    #[test]
-    fn plain_http_is_forwarded_in_origin_form() {
-        let api = Upstream::start("models: [] ");
-        let p = Running::start(
-            "get",
-            &[format!("127.0.0.1:{}", api.port())],
-            &[],
-            Limits::default(),
-        );
-        let port = api.port();
-        let out = p.exchange(&format!(
-            "GET http://127.0.0.1:{port}/v1/models?x=1#frag HTTP/1.1\r\n\
-             Host: elsewhere.example\r\n\
-             Proxy-Authorization: Basic Zm9vOmJhcg==\r\n\
-             Proxy-Connection: keep-alive\r\n\
-             Connection: keep-alive, X-Secret\r\n\
-             X-Secret: drop me\r\n\
-             X-Custom: kept\r\n\r\n"
-        ));
-        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
-        assert_eq!(body(&out), "models: [] ");
-        let out = p.exchange(&format!(
-            "POST http://127.0.0.1:{port} HTTP/1.1\r\nContent-Length: 4\r\n\r\nbody"
-        ));
-        assert_eq!(body(&out), "models: [] body");
-
-        let heads = api.heads.lock().unwrap().clone();
-        assert_eq!(
-            heads[0],
-            format!(
-                "GET /v1/models?x=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Custom: kept\r\nConnection: close\r\n\r\n"
-            )
-        );
-        assert!(heads[1].starts_with("POST / HTTP/1.1\r\n"), "{}", heads[1]);
-
-        let recs = p.records(2);
-        assert_eq!(recs[0].method, "GET");
-        assert_eq!(recs[1].method, "POST");
-        assert!(recs
-            .iter()
-            .all(|r| r.decision == LogDecision::Allowed && r.bytes_down > 0));
-    }
-
-    #[test]
-    fn code_hosts_are_refused_before_any_connection() {
-        let code = Upstream::start("the reference solution");
-        let p = Running::start(
-            "codehost",
-            &["*".into()],
-            &[
-                "github.com=127.0.0.1",
-                "raw.githubusercontent.com=127.0.0.1",
-            ],
-            Limits::default(),
-        );
-        let port = code.port();
-        let out = p.exchange(&format!("CONNECT github.com:{port} HTTP/1.1\r\n\r\n"));
-        assert!(out.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{out}");
-        assert_eq!(
-            body(&out),
-            format!("cbrun: egress to github.com:{port} denied: github.com is a code host (always denied)\n")
-        );
-        let out = p.exchange(&format!(
-            "GET http://raw.githubusercontent.com:{port}/x HTTP/1.1\r\n\r\n"
-        ));
-        assert!(out.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{out}");
-        // `*` does not extend to IP literals, so the address is no way round.
-        let out = p.exchange(&format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"));
-        assert!(out.starts_with("HTTP/1.1 403 "), "{out}");
-        // Nor is a name that merely resolves to loopback.
-        let out = p.exchange(&format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n"));
-        assert!(out.starts_with("HTTP/1.1 403 "), "{out}");
-        assert!(body(&out).contains("host-local"), "{out}");
-
-        let recs = p.records(4);
-        assert!(recs
-            .iter()
-            .all(|r| r.decision == LogDecision::Denied && r.bytes_up == 0));
-        assert_eq!(recs[0].host, "github.com");
-        assert_eq!(recs[1].method, "GET");
-        thread::sleep(Duration::from_millis(50));
-        assert_eq!(
-            code.accepts.load(Ordering::SeqCst),
-            0,
-            "the code host saw a connection"
-        );
-    }
-
-    #[test]
-    fn resolve_override_reaches_a_named_api() {
-        let api = Upstream::start("named ");
-        let p = Running::start(
-            "resolve",
-            &["*".into()],
-            &["api.test=127.0.0.1"],
-            Limits::default(),
-        );
-        let out = p.exchange(&format!(
-            "GET http://API.test.:{}/ HTTP/1.1\r\n\r\n",
-            api.port()
-        ));
-        assert_eq!(body(&out), "named ");
-        assert!(
-            api.heads.lock().unwrap()[0].contains(&format!("Host: API.test.:{}\r\n", api.port()))
-        );
-        let recs = p.records(1);
-        assert_eq!(recs[0].host, "api.test");
-    }
-
-    #[test]
-    fn unlisted_hosts_are_denied() {
-        let api = Upstream::start("");
-        let other = Upstream::start("");
-        let p = Running::start(
-            "unlisted",
-            &[format!("127.0.0.1:{}", api.port()), "*.example.test".into()],
-            &[],
-            Limits::default(),
-        );
-        let out = p.exchange(&format!(
-            "CONNECT 127.0.0.1:{} HTTP/1.1\r\n\r\n",
-            other.port()
-        ));
-        assert!(out.starts_with("HTTP/1.1 403 "), "{out}");
-        assert!(
-            body(&out).ends_with("denied: not in the allowlist\n"),
-            "{out}"
-        );
-        let out = p.exchange("CONNECT example.test:443 HTTP/1.1\r\n\r\n");
-        assert!(
-            out.starts_with("HTTP/1.1 403 "),
-            "apex of a wildcard: {out}"
-        );
-        let out = p.exchange("CONNECT [::1]:443 HTTP/1.1\r\n\r\n");
-        assert!(
-            body(&out).starts_with("cbrun: egress to [::1]:443 denied"),
-            "{out}"
-        );
-        let out = p.exchange("CONNECT pypi.org:443 HTTP/1.1\r\n\r\n");
-        assert!(body(&out).contains("--allow-registries"), "{out}");
-        let recs = p.records(4);
-        assert!(recs
-            .iter()
-            .all(|r| r.decision == LogDecision::Denied && r.reason.is_some()));
-        assert_eq!(recs[2].host, "::1");
-        assert_eq!(other.accepts.load(Ordering::SeqCst), 0);
-    }
-
-    #[test]
-    fn unreachable_upstream_is_502() {
-        let closed = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let port = closed.local_addr().unwrap().port();
-        drop(closed);
-        let p = Running::start(
-            "502",
-            &[format!("127.0.0.1:{port}")],
-            &[],
-            Limits::default(),
-        );
-        let out = p.exchange(&format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"));
-        assert!(out.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{out}");
-        assert!(
-            body(&out).starts_with(&format!("cbrun: cannot reach 127.0.0.1:{port}: ")),
-            "{out}"
-        );
-        let recs = p.records(1);
-        assert_eq!(recs[0].decision, LogDecision::Error);
-    }
-
-    #[test]
-    fn malformed_requests_are_400() {
-        let p = Running::start("400", &["*".into()], &[], Limits::default());
-        for (req, why) in [
-            ("garbage\r\n\r\n", "bad request line"),
-            ("GET / HTTP/1.1\r\nHost: x\r\n\r\n", "origin-form"),
-            ("GET https://example.test/ HTTP/1.1\r\n\r\n", "CONNECT"),
-            ("GET ftp://example.test/ HTTP/1.1\r\n\r\n", "scheme"),
-            (
-                "GET http://u:p@example.test/ HTTP/1.1\r\n\r\n",
-                "credentials",
-            ),
-            ("CONNECT example.test HTTP/1.1\r\n\r\n", "needs a port"),
-            ("CONNECT example.test:0 HTTP/1.1\r\n\r\n", "bad port"),
-            ("CONNECT ::1:443 HTTP/1.1\r\n\r\n", "bracketed"),
-            ("GET http://example.test/ HTTP/2.0\r\n\r\n", "version"),
-            (
-                "GET http://example.test/ HTTP/1.1\r\nbad header\r\n\r\n",
-                "without",
-            ),
-            (
-                "GET http://example.test/ HTTP/1.1\r\nA: b\r\n folded\r\n\r\n",
-                "folding",
-            ),
-        ] {
-            let out = p.exchange(req);
-            assert!(
-                out.starts_with("HTTP/1.1 400 Bad Request\r\n"),
-                "{req:?}: {out}"
-            );
-            assert!(body(&out).contains(why), "{req:?}: {out}");
-        }
-        assert!(p
-            .records(11)
-            .iter()
-            .all(|r| r.decision == LogDecision::Error));
-        // Bare LF line ends are tolerated.
-        let out = p.exchange("CONNECT github.com:443 HTTP/1.1\n\n");
-        assert!(out.starts_with("HTTP/1.1 403 "), "{out}");
-    }
-
-    #[test]
-    fn slow_or_huge_heads_are_cut_off() {
-        let limits = Limits {
-            max_head_bytes: 1024,
-            head_timeout: Duration::from_millis(300),
-            ..Limits::default()
-        };
-        let p = Running::start("limits", &["*".into()], &[], limits);
-        let t0 = Instant::now();
-        let out = p.exchange("CONNECT example.test:443 HTTP/1.1\r\n");
-        assert!(out.starts_with("HTTP/1.1 408 "), "{out}");
-        assert!(t0.elapsed() < Duration::from_secs(3));
-        let mut s = p.connect();
-        let big = format!(
-            "GET http://example.test/ HTTP/1.1\r\nX: {}\r\n",
-            "a".repeat(2000)
-        );
-        let _ = s.write_all(big.as_bytes());
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
-        // A connection that sends nothing and closes is not logged.
-        drop(p.connect());
-        let recs = p.records(2);
-        assert!(recs.iter().all(|r| r.decision == LogDecision::Error));
-    }
-
-    #[test]
-    fn connections_beyond_the_cap_get_503() {
-        let limits = Limits {
-            max_connections: 2,
-            ..Limits::default()
-        };
-        let p = Running::start("cap", &["*".into()], &[], limits);
-        let mut held: Vec<TcpStream> = (0..2).map(|_| p.connect()).collect();
-        for s in &mut held {
-            s.write_all(b"CONNECT exa").unwrap();
-        }
-        let out = p.exchange("CONNECT example.test:443 HTTP/1.1\r\n\r\n");
-        assert!(out.starts_with("HTTP/1.1 503 "), "{out}");
-        drop(held);
-        // Slots are released when connections end.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let out = p.exchange("CONNECT github.com:443 HTTP/1.1\r\n\r\n");
-            if out.starts_with("HTTP/1.1 403 ") {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{out}");
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    #[test]
-    fn shutdown_is_prompt_and_closes_open_tunnels() {
-        let echo = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let port = echo.local_addr().unwrap().port();
-        let echo_thread = thread::spawn(move || {
-            let (mut s, _) = echo.accept().unwrap();
-            let mut buf = [0u8; 64];
-            loop {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        if s.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        let mut p = Running::start(
-            "shutdown",
-            &[format!("127.0.0.1:{port}")],
-            &[],
-            Limits::default(),
-        );
-        let mut s = p.connect();
-        write!(s, "CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nabc").unwrap();
-        let mut got = [0u8; 42];
-        s.read_exact(&mut got).unwrap();
-        assert!(got.ends_with(b"abc"));
-
-        let took = p.stop();
-        assert!(took < Duration::from_millis(400), "shutdown took {took:?}");
-        // The tunnel was closed and logged on the way out.
-        let mut rest = Vec::new();
-        let _ = s.read_to_end(&mut rest);
-        assert!(rest.is_empty());
-        let recs = p.records(1);
-        assert_eq!((recs[0].bytes_up, recs[0].bytes_down), (3, 3));
-        echo_thread.join().unwrap();
-        // An idle proxy stops just as fast.
-        let mut idle = Running::start("idle", &[], &[], Limits::default());
-        thread::sleep(Duration::from_millis(20));
-        assert!(idle.stop() < Duration::from_millis(300));
-    }
-
-    #[test]
-    fn serve_returns_listener_errors() {
-        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        // Shutting a listening socket down makes accept fail with EINVAL.
-        // SAFETY: plain shutdown(2) on a socket we own.
-        unsafe { libc::shutdown(l.as_fd().as_raw_fd(), libc::SHUT_RDWR) };
-        let stop = Arc::new(AtomicBool::new(false));
-        let t0 = Instant::now();
-        let res = serve(l, EgressPolicy::default(), ConnLog::disabled(), stop);
-        assert!(res.is_err());
-        assert!(t0.elapsed() < Duration::from_secs(1));
-    }
-
-    #[test]
-    fn head_end_handles_split_and_bare_lf() {
-        assert_eq!(head_end(b"A\r\n\r\nrest", 0), Some(5));
-        assert_eq!(head_end(b"A\n\nrest", 0), Some(3));
-        assert_eq!(head_end(b"A\r\nB: c\r\n", 0), None);
-        assert_eq!(head_end(b"A\r\nB: c\r\n\r\n", 7), Some(11));
-    }
-}
+mod tests;

@@ -1,8 +1,16 @@
 //! `--net allowlist`: cbrun's proxy, outside the sandbox, listening on
-//! 127.0.0.1:3128 *inside* the sandbox's network namespace.
+//! 127.0.0.1:3128 *inside* the sandbox's network namespace, with the
+//! registry index at the same address (`/pypi/simple/`, `/npm/`).
 //!
 //! The proxy runs in a forked child so that cbrun itself stays
 //! single-threaded (libcontainer forks from it); the child may use threads.
+//! The index lives in that child too: it is part of the proxy's request
+//! handling, one thread per connection like the tunnels.
+//!
+//! Read from cbrun's environment (never the sandbox's): `CBRUN_PYPI_URL`,
+//! `CBRUN_PYPI_FILES_URL`, `CBRUN_NPM_REGISTRY_URL` replace the index's
+//! upstreams ([`crate::net::index::upstream`]); `CBRUN_EGRESS_HOSTS` names
+//! a hosts file the proxy resolves with before DNS ([`crate::net::resolve`]).
 
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -15,17 +23,24 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, pipe, read, ForkResult, Pid};
 
+use crate::net::index::upstream::Upstreams;
+use crate::net::index::{Index, IndexLimits};
 use crate::net::log::ConnLog;
 use crate::net::netns::listen_in_userns_netns;
 use crate::net::policy::EgressPolicy;
-use crate::net::proxy;
+use crate::net::proxy::Proxy;
+use crate::net::resolve::{Resolver, ENV_HOSTS};
+use crate::trial::solve::Egress;
 
 /// The proxy's address inside the sandbox (its netns is fresh and empty).
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";
 
-/// Environment that points HTTP clients at the proxy.
+/// Environment that points HTTP clients at the proxy, and package
+/// managers at the registry index.
 pub fn proxy_env() -> Vec<(&'static str, String)> {
     let url = format!("http://{PROXY_ADDR}");
+    let simple = format!("{url}/pypi/simple/");
+    let npm = format!("{url}/npm/");
     vec![
         ("HTTP_PROXY", url.clone()),
         ("HTTPS_PROXY", url.clone()),
@@ -35,7 +50,37 @@ pub fn proxy_env() -> Vec<(&'static str, String)> {
         ("all_proxy", url),
         ("NO_PROXY", "localhost,127.0.0.1,::1".into()),
         ("no_proxy", "localhost,127.0.0.1,::1".into()),
+        // pip, uv (old and new names), pdm, pipenv.
+        ("PIP_INDEX_URL", simple.clone()),
+        ("UV_INDEX_URL", simple.clone()),
+        ("UV_DEFAULT_INDEX", simple.clone()),
+        ("PDM_PYPI_URL", simple.clone()),
+        ("PIPENV_PYPI_MIRROR", simple),
+        // npm and pnpm (and yarn 1), yarn 2+ (which refuses plain http
+        // unless the host is whitelisted), bun.
+        ("npm_config_registry", npm.clone()),
+        ("NPM_CONFIG_REGISTRY", npm.clone()),
+        ("YARN_REGISTRY", npm.clone()),
+        (
+            "YARN_NPM_REGISTRY_SERVER",
+            npm.trim_end_matches('/').to_owned(),
+        ),
+        ("YARN_UNSAFE_HTTP_WHITELIST", "127.0.0.1".into()),
+        ("BUN_CONFIG_REGISTRY", npm),
+        // npm's update check fetches npm's own (large) document each run.
+        ("npm_config_update_notifier", "false".into()),
     ]
+}
+
+impl Egress {
+    /// The same egress with the case's install ban, which the registry
+    /// index enforces.
+    pub fn with_install_ban(&self, install_ban: &[String]) -> Egress {
+        match self {
+            Egress::None => Egress::None,
+            Egress::Allowlist(p) => Egress::Allowlist(p.clone().with_install_ban(install_ban)),
+        }
+    }
 }
 
 /// A running proxy child; stopped (and reaped) when dropped.
@@ -49,6 +94,12 @@ pub fn start(init: Pid, policy: &EgressPolicy, log: &Path) -> Result<ProxyChild,
     let netns = PathBuf::from(format!("/proc/{}/ns/net", init.as_raw()));
     let userns = PathBuf::from(format!("/proc/{}/ns/user", init.as_raw()));
     let addr: SocketAddr = PROXY_ADDR.parse().map_err(|e| format!("{e}"))?;
+    // Configuration errors surface here, before the sandbox runs on.
+    let upstreams = Upstreams::from_env(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+    let resolver = match std::env::var_os(ENV_HOSTS).filter(|v| !v.is_empty()) {
+        Some(p) => Resolver::from_hosts_file(Path::new(&p))?,
+        None => Resolver::default(),
+    };
     // Entering the netns needs CAP_SYS_ADMIN over its owner: the sandbox's
     // user namespace is joined first (in a short-lived child).
     let listener = listen_in_userns_netns(&userns, &netns, addr)
@@ -58,7 +109,10 @@ pub fn start(init: Pid, policy: &EgressPolicy, log: &Path) -> Result<ProxyChild,
     match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
         ForkResult::Child => {
             drop(stop_w);
-            let code = child_main(listener, policy.clone(), log, stop_r);
+            let proxy = Proxy::new(policy.clone(), ConnLog::disabled())
+                .with_resolver(resolver)
+                .with_index(Index::new(upstreams, IndexLimits::default()));
+            let code = child_main(listener, proxy, log, stop_r);
             unsafe { libc::_exit(code) }
         }
         ForkResult::Parent { child } => {
@@ -72,7 +126,7 @@ pub fn start(init: Pid, policy: &EgressPolicy, log: &Path) -> Result<ProxyChild,
     }
 }
 
-fn child_main(listener: TcpListener, policy: EgressPolicy, log: &Path, stop_r: OwnedFd) -> i32 {
+fn child_main(listener: TcpListener, proxy: Proxy, log: &Path, stop_r: OwnedFd) -> i32 {
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
         libc::prctl(libc::PR_SET_NAME, c"cbrun-proxy".as_ptr());
@@ -96,7 +150,7 @@ fn child_main(listener: TcpListener, policy: EgressPolicy, log: &Path, stop_r: O
         }
         flag.store(true, Ordering::SeqCst);
     });
-    match proxy::serve(listener, policy, log, shutdown) {
+    match proxy.with_log(log).run(listener, &shutdown) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("cbrun: proxy: {e}");

@@ -121,6 +121,12 @@ impl SolveReport {
 /// Runs the solve phase into `dir`. Never fails: problems end up in the
 /// report with `end = error`.
 pub fn run_solve(case: &Case, dir: &TrialDir, opts: &SolveOptions, host: &HostView) -> SolveReport {
+    // The registry index enforces the case's install ban.
+    let egress = opts.egress.with_install_ban(&case.denylist.install_ban);
+    let opts = &SolveOptions {
+        egress,
+        ..opts.clone()
+    };
     let started = Instant::now();
     let mut report = SolveReport::new();
     let owner = match &opts.agent {

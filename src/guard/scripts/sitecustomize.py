@@ -8,7 +8,9 @@
 # "[cbrun denylist] blocked install of NAME" and exits 1. Dependencies of
 # other packages are not checked. Then any sitecustomize this file shadows
 # is run. A tripwire: `python -S`, `-I`, `-E` or an emptied PYTHONPATH skip
-# it; the network policy is the real barrier.
+# it; the real barrier is the network policy and cbrun's registry index
+# (PIP_INDEX_URL), which refuses banned projects and their files, for
+# dependencies of other packages too.
 
 import sys
 
