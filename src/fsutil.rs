@@ -78,6 +78,21 @@ pub fn quote_text(s: &str) -> String {
     quote_bytes(s.as_bytes())
 }
 
+/// Text (already made of quoted names) with any control or invisible
+/// character still in it written as `\u{..}`: a last line of defence for
+/// text that must stay one line. Backslashes and backticks are left alone.
+pub fn escape_controls(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() || invisible(c) {
+            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn push_char(out: &mut String, c: char) {
     match c {
         '\\' => out.push_str("\\\\"),
