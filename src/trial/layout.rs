@@ -22,6 +22,7 @@
 
 use std::fs;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -148,4 +149,56 @@ impl TrialDir {
     pub fn remove_scratch(&self) {
         let _ = self.dir.remove(".scratch");
     }
+
+    /// Removes `.scratch/<name>` whatever a sandbox left in it (links are
+    /// removed, not followed; any depth).
+    pub fn remove_scratch_entry(&self, name: &str) {
+        if let Ok(s) = self.scratch_dir() {
+            let _ = s.remove(name);
+        }
+    }
+}
+
+/// Bytes of a sandbox-written log that are read, from its start and from
+/// its end (its middle is left out, with a line saying so).
+pub const LOG_HEAD: u64 = 32 << 20;
+pub const LOG_TAIL: u64 = 32 << 20;
+
+/// A log a sandbox wrote (through the descriptor cbrun gave it) as text:
+/// its first [`LOG_HEAD`] and last [`LOG_TAIL`] bytes, never more, so a
+/// log truncated to a sparse terabyte costs what its ends cost. Empty when
+/// it cannot be read.
+pub fn read_sandbox_log(dir: &TrialDir, rel: &str) -> String {
+    dir.root_dir()
+        .read_head_tail(rel, LOG_HEAD, LOG_TAIL)
+        .map(|c| c.text_lossy())
+        .unwrap_or_default()
+}
+
+/// Bytes of one JUnit XML file that are read; a longer one is not parsed.
+pub const MAX_XML: u64 = 64 << 20;
+/// XML files read from one folder.
+pub const MAX_XML_FILES: usize = 64;
+
+/// The text of the `*.xml` regular files in `dir` (a folder a sandbox
+/// wrote), by name: links, FIFOs and directories are left alone, files over
+/// [`MAX_XML`] too.
+pub fn sandbox_xml_files(dir: &Path) -> Vec<String> {
+    let Ok(d) = Dir::open(dir).map(Dir::sandbox_writable) else {
+        return Vec::new();
+    };
+    let Ok((mut names, _)) = d.names(100_000) else {
+        return Vec::new();
+    };
+    names.sort();
+    names
+        .into_iter()
+        .filter(|n| n.to_bytes().ends_with(b".xml"))
+        .take(MAX_XML_FILES)
+        .filter_map(|n| {
+            let name = std::ffi::OsStr::from_bytes(n.to_bytes());
+            let c = d.read_capped(name, MAX_XML).ok()?;
+            (!c.truncated()).then(|| c.text_lossy())
+        })
+        .collect()
 }

@@ -9,6 +9,7 @@ pub mod layout;
 pub mod phase;
 pub mod record;
 pub mod solve;
+pub mod stage;
 pub mod submit;
 pub mod validate;
 pub mod watchdog;

@@ -5,7 +5,7 @@
 //! documents read-only under `/environment`, `/logs/agent`, its home. The
 //! case's `source/`, `milestones/` and `controls/` are never mounted.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
@@ -28,6 +28,7 @@ use crate::trial::copy::{self, CopyLimits, Ownership};
 use crate::trial::egress::{self, ProxyChild};
 use crate::trial::layout::TrialDir;
 use crate::trial::phase::{self, bind, set_env, PhaseLimits, NONROOT, SANDBOX_PATH};
+use crate::trial::stage::SolveInputs;
 use crate::trial::submit::{self, Submission};
 use crate::trial::watchdog::Watchdog;
 
@@ -132,9 +133,26 @@ pub fn run_solve(case: &Case, dir: &TrialDir, opts: &SolveOptions, host: &HostVi
         return report;
     }
     let deadline = started + opts.budget;
-    solve_attempt(case, dir, opts, host, None, deadline, &mut report);
+    // Copies of the public documents (and the guard's files) in a neutral
+    // place: the sandbox's mountinfo shows no case path.
+    let inputs = match &opts.agent {
+        AgentRef::Spec(..) => Some(SolveInputs::prepare(case, &dir.scratch())),
+        _ => None,
+    };
+    if let Some(i) = &inputs {
+        report.warnings.extend(i.warnings.iter().cloned());
+    }
+    let run = Run {
+        case,
+        dir,
+        opts,
+        host,
+        inputs: inputs.as_ref(),
+        deadline,
+    };
+    run.attempt(None, &mut report);
     if report.end == SolveEnd::Submitted {
-        scan_and_maybe_fix(case, dir, opts, host, deadline, &mut report);
+        scan_and_maybe_fix(&run, &mut report);
     }
     report.seconds = started.elapsed().as_secs_f64();
     report
@@ -173,16 +191,27 @@ fn identity(spec: &AgentSpec) -> Option<Identity> {
     }
 }
 
-/// One go of the agent (the first, or the fix attempt with `fix`).
-fn solve_attempt(
-    case: &Case,
-    dir: &TrialDir,
-    opts: &SolveOptions,
-    host: &HostView,
-    fix: Option<&str>,
+/// What every step of one solve shares.
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    case: &'a Case,
+    dir: &'a TrialDir,
+    opts: &'a SolveOptions,
+    host: &'a HostView,
+    /// Staged inputs, for spec agents.
+    inputs: Option<&'a SolveInputs>,
     deadline: Instant,
-    report: &mut SolveReport,
-) {
+}
+
+impl Run<'_> {
+    /// One go of the agent (the first, or the fix attempt with `fix`).
+    fn attempt(&self, fix: Option<&str>, report: &mut SolveReport) {
+        solve_attempt(self, fix, report)
+    }
+}
+
+fn solve_attempt(run: &Run, fix: Option<&str>, report: &mut SolveReport) {
+    let Run { dir, opts, .. } = *run;
     let note = |text: String| {
         use std::io::Write;
         if let Ok(mut f) = dir
@@ -221,8 +250,7 @@ fn solve_attempt(
             }
         }
         AgentRef::Spec(spec, _) => {
-            if let Err((why, infra)) = run_agent(case, dir, opts, spec, host, fix, deadline, report)
-            {
+            if let Err((why, infra)) = run_agent(run, spec, fix, report) {
                 report.fail(why, infra);
                 return;
             }
@@ -242,14 +270,8 @@ fn solve_attempt(
     };
 }
 
-fn scan_and_maybe_fix(
-    case: &Case,
-    dir: &TrialDir,
-    opts: &SolveOptions,
-    host: &HostView,
-    deadline: Instant,
-    report: &mut SolveReport,
-) {
+fn scan_and_maybe_fix(run: &Run, report: &mut SolveReport) {
+    let Run { case, dir, .. } = *run;
     let bans = &case.denylist.import_ban;
     let Some(first) = scan(dir, bans, report) else {
         return;
@@ -270,7 +292,7 @@ fn scan_and_maybe_fix(
         report.fail(why, infra);
         return;
     }
-    solve_attempt(case, dir, opts, host, Some(&message), deadline, report);
+    run.attempt(Some(&message), report);
     if report.end != SolveEnd::Submitted {
         return;
     }
@@ -300,17 +322,23 @@ fn scan(dir: &TrialDir, bans: &[String], report: &mut SolveReport) -> Option<Sca
 }
 
 /// The agent's install and setup scripts, then its command.
-#[allow(clippy::too_many_arguments)]
 fn run_agent(
-    case: &Case,
-    dir: &TrialDir,
-    opts: &SolveOptions,
+    run: &Run,
     spec: &AgentSpec,
-    host: &HostView,
     fix: Option<&str>,
-    deadline: Instant,
     report: &mut SolveReport,
 ) -> Result<(), (String, bool)> {
+    let Run {
+        case,
+        dir,
+        opts,
+        host,
+        deadline,
+        ..
+    } = *run;
+    let inputs = run
+        .inputs
+        .ok_or_else(|| ("a spec agent's inputs were not staged".to_owned(), true))?;
     let home = spec.home.clone();
     let instruction = render_instruction(&InstructionFacts {
         has_build_step: !case.manifest.runner.build_command.trim().is_empty(),
@@ -338,8 +366,7 @@ fn run_agent(
     )
     .map_err(|e| (format!("agent {}: {e}", spec.name), true))?;
 
-    let shims_dir = dir.scratch().join("shims");
-    let base = solve_config(case, dir, opts, spec, &shims_dir, report)
+    let base = solve_config(case, dir, opts, spec, inputs, report)
         .map_err(|e| (format!("solve sandbox: {e}"), true))?;
 
     if fix.is_none() {
@@ -474,7 +501,7 @@ fn solve_config(
     dir: &TrialDir,
     opts: &SolveOptions,
     spec: &AgentSpec,
-    shims_dir: &Path,
+    inputs: &SolveInputs,
     report: &mut SolveReport,
 ) -> Result<SandboxConfig, String> {
     let home = spec.home.clone();
@@ -492,17 +519,15 @@ fn solve_config(
     cfg.binds.push(bind(dir.workspace(), "/app", false));
     cfg.binds.push(bind(dir.logs_agent(), "/logs/agent", false));
     cfg.binds.push(bind(dir.home(), &home, false));
+    // Staged copies (see `stage`): no case path in the sandbox's mountinfo.
+    cfg.binds
+        .push(bind(&inputs.full_prd, "/environment/prd/Full_PRD.md", true));
     cfg.binds.push(bind(
-        &case.public.full_prd,
-        "/environment/prd/Full_PRD.md",
-        true,
-    ));
-    cfg.binds.push(bind(
-        &case.public.interface_contract,
+        &inputs.interface_contract,
         "/environment/Interface_Contract.md",
         true,
     ));
-    if let Some(hw) = &case.public.hardware_requirements {
+    if let Some(hw) = &inputs.hardware_requirements {
         cfg.binds
             .push(bind(hw, "/environment/Hardware_Requirements.md", true));
     }
@@ -513,7 +538,7 @@ fn solve_config(
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
     let shims = guard::prepare_solve(
-        shims_dir,
+        &inputs.shims,
         &root_on_host,
         guard::pkgshim::DEFAULT_SEARCH_DIRS,
         &ecosystem,
@@ -551,12 +576,8 @@ fn solve_config(
             report.env_keys.push(k.clone());
         }
     }
-    phase::hide_host_paths(
-        &mut cfg,
-        &[&case.dir, &dir.root],
-        &dir.scratch().join("empty"),
-    )
-    .map_err(|e| format!("hiding host folders: {e}"))?;
+    phase::hide_host_paths(&mut cfg, &[&case.dir, &dir.root], &inputs.empty)
+        .map_err(|e| format!("hiding host folders: {e}"))?;
     if let Egress::Allowlist(_) = &opts.egress {
         for (k, v) in egress::proxy_env() {
             set_env(&mut cfg, k, &v);
