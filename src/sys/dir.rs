@@ -548,6 +548,8 @@ impl Dir {
     }
 
     /// An error unless `st` (of `rel`) has exactly one link.
+    // nlink_t is u64 on x86_64 and u32 on aarch64.
+    #[allow(clippy::unnecessary_cast)]
     pub fn single_link(&self, rel: impl AsRef<Path>, st: &libc::stat) -> Result<(), DirError> {
         if st.st_nlink > 1 {
             return Err(DirError::HardLinked {
@@ -694,13 +696,12 @@ impl Dir {
         )];
         let mut cur = top;
         loop {
-            match empty_files_or_descend(cur.as_fd()).map_err(|e| err("removing", e))? {
-                Some((child, fd, id)) => {
-                    trail.push((child, id));
-                    cur = fd;
-                    continue;
-                }
-                None => {}
+            if let Some((child, fd, id)) =
+                empty_files_or_descend(cur.as_fd()).map_err(|e| err("removing", e))?
+            {
+                trail.push((child, id));
+                cur = fd;
+                continue;
             }
             // `cur` holds no files and no directories now.
             let (done, _) = trail.pop().expect("the top is on the trail");

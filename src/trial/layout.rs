@@ -105,12 +105,28 @@ impl TrialDir {
 
     /// `logs/agent/`, which the agent writes.
     pub fn agent_dir(&self) -> Result<Dir, DirError> {
-        Ok(self.dir.open_dir("logs/agent")?.sandbox_writable())
+        self.sandbox_dir("logs/agent")
     }
 
     /// `workspace/`, the agent's `/app`.
     pub fn workspace_dir(&self) -> Result<Dir, DirError> {
-        Ok(self.dir.open_dir("workspace")?.sandbox_writable())
+        self.sandbox_dir("workspace")
+    }
+
+    /// A folder bound into a sandbox. The sandbox cannot replace it (it is
+    /// a mount point there) but can change its mode, so failing to open it
+    /// may be its doing.
+    fn sandbox_dir(&self, rel: &str) -> Result<Dir, DirError> {
+        match self.dir.open_dir(rel) {
+            Ok(d) => Ok(d.sandbox_writable()),
+            Err(DirError::Io { op, path, err, .. }) => Err(DirError::Io {
+                op,
+                path,
+                blame: crate::sys::dir::blame_for(true, &err),
+                err,
+            }),
+            Err(e) => Err(e),
+        }
     }
 
     /// `logs/cbrun/`: cbrun's own.

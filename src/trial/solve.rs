@@ -576,7 +576,12 @@ fn solve_config(
             report.env_keys.push(k.clone());
         }
     }
-    phase::hide_host_paths(&mut cfg, &[&case.dir, &dir.root], &inputs.empty)
+    // The stages folder too: it holds other runs' staged hidden tests, in
+    // case the state root lies under a system folder the sandbox shows.
+    let stages = inputs.stage.as_ref().and_then(|s| s.path().parent());
+    let mut hidden = vec![case.dir.as_path(), dir.root.as_path()];
+    hidden.extend(stages);
+    phase::hide_host_paths(&mut cfg, &hidden, &inputs.empty)
         .map_err(|e| format!("hiding host folders: {e}"))?;
     if let Egress::Allowlist(_) = &opts.egress {
         for (k, v) in egress::proxy_env() {
