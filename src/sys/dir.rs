@@ -243,26 +243,12 @@ impl Dir {
         })
     }
 
-    /// Wraps a descriptor of a directory the caller opened.
-    pub fn from_fd(fd: OwnedFd, shown: PathBuf) -> Dir {
-        Dir {
-            fd,
-            shown,
-            sandbox_writable: false,
-            component_walk: false,
-        }
-    }
-
     /// Marks the directory as one a sandbox writes (or wrote): failures it
     /// can cause are blamed on it, and directories opened below inherit
     /// the mark.
     pub fn sandbox_writable(mut self) -> Dir {
         self.sandbox_writable = true;
         self
-    }
-
-    pub fn is_sandbox_writable(&self) -> bool {
-        self.sandbox_writable
     }
 
     /// Resolves below this directory one component at a time even where

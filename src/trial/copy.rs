@@ -177,25 +177,6 @@ pub fn copy_workspace_owned(
     copy_from_fd(src_fd, src, dst, limits, owner)
 }
 
-/// [`copy_workspace_owned`] of the directory `src` (a descriptor cbrun
-/// opened; `shown` names it in errors).
-pub fn copy_dir_owned(
-    src: &Dir,
-    dst: &Path,
-    limits: &CopyLimits,
-    owner: Option<Ownership>,
-) -> Result<CopyReport, CopyError> {
-    let fd = src
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| CopyError::Io {
-            op: "opening",
-            path: src.path().to_owned(),
-            err: e,
-        })?;
-    copy_from_fd(fd, src.path(), dst, limits, owner)
-}
-
 fn copy_from_fd(
     src_fd: OwnedFd,
     src: &Path,
