@@ -1,117 +1,44 @@
-//! Small file-system helpers shared by the CLI and the trial runner.
+//! Small file-system helpers shared by the CLI and the trial runner, and
+//! the quoting every message uses for names an agent chose.
 
-use std::ffi::{CStr, CString};
-use std::fs::{self, File};
-use std::io::{self, Write};
-use std::os::fd::{BorrowedFd, IntoRawFd};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// Write `bytes` to `path` atomically: a temp file in the same directory,
-/// synced, then renamed over the target. A reader sees the old file or the
-/// new one, never half of one.
+use crate::sys::dir::Dir;
+
+pub use crate::sys::at::{read_dir_names, readlink_at};
+
+/// Write `bytes` to `path` atomically: a temp file created exclusively in
+/// the same directory (never through a link), synced, then renamed over
+/// the target. A reader sees the old file or the new one, never half of
+/// one. `path`'s directory is the caller's choice; below a folder a
+/// sandbox writes use [`Dir::write_replace`] on a `Dir` of it instead.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    let result = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    Dir::open(dir)
+        .and_then(|d| d.write_replace(name, bytes, 0o644))
+        .map_err(io::Error::other)
 }
 
 /// [`write_atomic`] of pretty JSON with a trailing newline.
 pub fn write_json_atomic<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> io::Result<()> {
+    write_atomic(path, &json_bytes(value)?)
+}
+
+/// Pretty JSON with a trailing newline.
+pub fn json_bytes<T: serde::Serialize + ?Sized>(value: &T) -> io::Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes)
-}
-
-/// Closes a `DIR*` stream.
-struct DirStream(*mut libc::DIR);
-
-impl Drop for DirStream {
-    fn drop(&mut self) {
-        unsafe { libc::closedir(self.0) };
-    }
-}
-
-/// Names in `dir` (without `.` and `..`), at most `cap` of them; the flag
-/// says whether more were left.
-pub fn read_dir_names(dir: BorrowedFd, cap: usize) -> io::Result<(Vec<CString>, bool)> {
-    // fdopendir takes ownership of its fd: give it a duplicate so `dir`
-    // stays usable. The duplicate shares the offset, hence the rewind.
-    let dup = dir.try_clone_to_owned()?.into_raw_fd();
-    let ptr = unsafe { libc::fdopendir(dup) };
-    if ptr.is_null() {
-        let e = io::Error::last_os_error();
-        unsafe { libc::close(dup) };
-        return Err(e);
-    }
-    let stream = DirStream(ptr);
-    unsafe { libc::rewinddir(stream.0) };
-    let mut names = Vec::new();
-    loop {
-        // readdir reports errors only through errno.
-        unsafe { *libc::__errno_location() = 0 };
-        let ent = unsafe { libc::readdir(stream.0) };
-        if ent.is_null() {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(0) | None => Ok((names, false)),
-                Some(_) => Err(e),
-            };
-        }
-        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
-        if name == c"." || name == c".." {
-            continue;
-        }
-        if names.len() >= cap {
-            return Ok((names, true));
-        }
-        names.push(name.to_owned());
-    }
-}
-
-/// The target of the symlink `name` in `dir`, whatever its length (bounded
-/// at 1 MiB; Linux filesystems keep targets within PATH_MAX).
-pub fn readlink_at(dir: BorrowedFd, name: &CStr) -> io::Result<Vec<u8>> {
-    use std::os::fd::AsRawFd;
-    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
-    loop {
-        let n = unsafe {
-            libc::readlinkat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let n = n as usize;
-        if n < buf.len() {
-            buf.truncate(n);
-            return Ok(buf);
-        }
-        // Possibly truncated: retry larger, within reason.
-        if buf.len() >= 1 << 20 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "symlink target too long",
-            ));
-        }
-        buf.resize(buf.len() * 2, 0);
-    }
+    Ok(bytes)
 }
 
 /// Whether the directory at `path` has no entries but `.` and `..`.
@@ -119,44 +46,103 @@ pub fn readlink_at(dir: BorrowedFd, name: &CStr) -> io::Result<Vec<u8>> {
 /// kernel walk the whole directory into a 32 KiB buffer.
 pub fn dir_is_empty(path: &Path) -> io::Result<bool> {
     let dir = File::open(path)?;
-    // Room for `.`, `..` and a couple of names: enough to find one.
-    let mut buf = [0u64; 64];
-    loop {
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                std::os::fd::AsRawFd::as_raw_fd(&dir),
-                buf.as_mut_ptr(),
-                std::mem::size_of_val(&buf),
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
+    crate::sys::at::dir_fd_is_empty(dir.as_fd())
+}
+
+/// `bytes` (a name or text an agent chose) as one line that cannot fake
+/// structure: newlines, tabs and other control characters, backslashes,
+/// backticks (Markdown fences), bidirectional and invisible format
+/// characters and invalid UTF-8 are written as `\n`, `\x60`, `\u{202e}`,
+/// `\xff` and so on; everything else is kept as it is, so ordinary names
+/// read as they are.
+pub fn quote_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            push_char(&mut out, c);
         }
-        if n == 0 {
-            return Ok(true);
-        }
-        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n as usize) };
-        let mut off = 0usize;
-        // struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
-        while off + 19 < bytes.len() {
-            let reclen = u16::from_ne_bytes([bytes[off + 16], bytes[off + 17]]) as usize;
-            if reclen == 0 {
-                break;
-            }
-            let name = &bytes[off + 19..(off + reclen).min(bytes.len())];
-            let name = name.split(|b| *b == 0).next().unwrap_or(&[]);
-            if name != b"." && name != b".." {
-                return Ok(false);
-            }
-            off += reclen;
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
         }
     }
+    out
+}
+
+/// [`quote_bytes`] of a path.
+pub fn quote_path(p: &Path) -> String {
+    quote_bytes(p.as_os_str().as_bytes())
+}
+
+/// [`quote_bytes`] of text.
+pub fn quote_text(s: &str) -> String {
+    quote_bytes(s.as_bytes())
+}
+
+/// Text (already made of quoted names) with any control or invisible
+/// character still in it written as `\u{..}`: a last line of defence for
+/// text that must stay one line. Backslashes and backticks are left alone.
+pub fn escape_controls(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() || invisible(c) {
+            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn push_char(out: &mut String, c: char) {
+    match c {
+        '\\' => out.push_str("\\\\"),
+        '`' => out.push_str("\\x60"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        }
+        c if invisible(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+        c => out.push(c),
+    }
+}
+
+/// C1 controls, line and paragraph separators, bidirectional controls and
+/// zero-width characters: they reorder, hide or break lines in a viewer.
+fn invisible(c: char) -> bool {
+    matches!(c as u32,
+        0x80..=0x9f
+        | 0x061c
+        | 0x200b..=0x200f
+        | 0x2028..=0x202e
+        | 0x2060..=0x2069
+        | 0xfeff)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::fs;
+
+    #[test]
+    fn quoting_keeps_names_on_one_line() {
+        assert_eq!(quote_text("src/app/core.py"), "src/app/core.py");
+        assert_eq!(quote_text("caf\u{e9}.py"), "caf\u{e9}.py");
+        assert_eq!(
+            quote_text("a\nb\r\tc```d\\e"),
+            "a\\nb\\r\\tc\\x60\\x60\\x60d\\\\e"
+        );
+        assert_eq!(quote_text("\u{1b}[31m"), "\\x1b[31m");
+        assert_eq!(quote_text("x\u{202e}y\u{2028}"), "x\\u{202e}y\\u{2028}");
+        assert_eq!(quote_bytes(b"bad\xff.py"), "bad\\xff.py");
+        for s in ["\n", "`", "\u{85}", "\u{2029}"] {
+            let q = quote_text(&format!("x{s}y"));
+            assert!(!q.contains(s), "{q:?}");
+            assert!(!q.chars().any(char::is_control), "{q:?}");
+        }
+    }
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {

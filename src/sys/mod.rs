@@ -3,4 +3,7 @@
 //! its `// SAFETY:` reasoning, so the rest of the crate stays free of
 //! `unsafe` for system work.
 
+pub mod at;
+pub mod dir;
 pub mod fd;
+pub mod sparse;

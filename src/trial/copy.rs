@@ -6,22 +6,37 @@
 //! in the source is ever followed, not even one swapped in mid-copy.
 //! Symlinks are recreated as text, hard links as hard links, special files
 //! are dropped and listed. Permission bits and times are kept; setuid, setgid
-//! and sticky bits are not. Content size, entry count and depth are capped.
-//! On any error the partial copy is removed.
+//! and sticky bits are not. Files keep their holes (only the ranges the
+//! kernel reports as data are read and counted against the size cap), so a
+//! sparse 10 GiB file costs what it holds. Content size, entry count and
+//! depth are capped. On any error the partial copy is removed.
+//!
+//! Paths in errors are relative to the copied root and quoted
+//! ([`crate::fsutil::quote_path`]): an agent's file name cannot add lines
+//! or escape sequences to a message.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, OsStr};
-use std::fs::File;
-use std::io::{self, Read};
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use crate::fsutil::quote_path;
+use crate::sys::at::{
+    chown_at_nofollow, cpath, fchmod, fchown, fstat, futimens, link_at, lstat_at, mkdir_at,
+    mkdir_path, open_at, open_path, read_dir_names, same_inode, symlink_at, timespec as ts,
+    utimens_at_nofollow,
+};
+use crate::sys::dir::{Blame, Dir};
+use crate::sys::sparse::{copy_sparse, SparseError};
 
 /// Bounds on what a copy may hold; exceeding any is an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CopyLimits {
-    /// Sum of regular-file sizes (apparent sizes; hard-linked content once).
+    /// Sum of regular-file data: the bytes in the ranges the kernel
+    /// reports as data (holes are neither read nor counted; hard-linked
+    /// content counts once).
     pub max_bytes: u64,
     /// Entries of any kind below the root (files, links, dirs, dropped
     /// specials): an empty-directory bomb costs as much as a file bomb.
@@ -50,8 +65,12 @@ pub struct CopyReport {
     pub symlinks: u64,
     /// Extra links to an already-copied inode.
     pub hardlinks: u64,
-    /// Regular-file bytes copied.
+    /// Regular-file data bytes read (holes left out).
     pub bytes: u64,
+    /// Regular-file sizes as `ls` shows them (holes included).
+    pub apparent_bytes: u64,
+    /// Files whose copy kept holes (fewer data bytes than their size).
+    pub sparse_files: u64,
     /// FIFOs, sockets and devices left out (paths relative to the root).
     pub dropped_special: Vec<PathBuf>,
 }
@@ -68,33 +87,54 @@ pub struct Ownership {
 #[derive(Debug, thiserror::Error)]
 pub enum CopyError {
     #[error(
-        "the workspace holds more than {limit} bytes of file content (limit passed at {path})"
+        "the workspace holds more than {limit} bytes of file content (limit passed at {})", shown(.path)
     )]
     TooLarge { limit: u64, path: PathBuf },
-    #[error("the workspace holds more than {limit} entries (limit passed at {path})")]
+    #[error("the workspace holds more than {limit} entries (limit passed at {})", shown(.path))]
     TooManyFiles { limit: u64, path: PathBuf },
-    #[error("the workspace is nested more than {limit} levels deep at {path}")]
+    #[error("the workspace is nested more than {limit} levels deep at {}", shown(.path))]
     TooDeep { limit: u32, path: PathBuf },
-    #[error("{path} changed while being copied (is something still writing to the workspace?)")]
+    #[error("{} changed while being copied (is something still writing to the workspace?)", shown(.path))]
     Changed { path: PathBuf },
-    #[error("{path} is not a directory (symlinks are not followed)")]
+    #[error("{} is not a directory (symlinks are not followed)", shown(.path))]
     NotADirectory { path: PathBuf },
-    #[error("destination {path} already exists")]
+    #[error("destination {} already exists", shown(.path))]
     DestExists { path: PathBuf },
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {}: {err}", shown(.path))]
     Io {
         op: &'static str,
         path: PathBuf,
-        #[source]
-        source: io::Error,
+        err: io::Error,
     },
-    #[error("{cause}; removing the partial copy {path} also failed: {source}")]
+    #[error("{cause}; removing the partial copy {} also failed: {err}", shown(.path))]
     Cleanup {
         path: PathBuf,
-        #[source]
-        source: io::Error,
+        err: io::Error,
         cause: Box<CopyError>,
     },
+}
+
+impl CopyError {
+    /// Who caused it when the source is a workspace a sandbox wrote: the
+    /// tree's shape, size and entries are the agent's doing; a failure to
+    /// write the copy or remove it is the host's.
+    pub fn blame(&self) -> Blame {
+        match self {
+            CopyError::Io { err, .. } => crate::sys::dir::blame_for(true, err),
+            CopyError::Cleanup { .. } | CopyError::DestExists { .. } => Blame::Host,
+            _ => Blame::Agent,
+        }
+    }
+}
+
+/// A path of a copied tree, as messages show it: relative, `.` for the
+/// root, quoted.
+fn shown(rel: &Path) -> String {
+    if rel.as_os_str().is_empty() {
+        ".".to_owned()
+    } else {
+        quote_path(rel)
+    }
 }
 
 /// Deepest tree `chown_tree` walks (one fd per level).
@@ -130,17 +170,27 @@ pub fn copy_workspace_owned(
             _ => CopyError::Io {
                 op: "opening",
                 path: src.to_owned(),
-                source: e,
+                err: e,
             },
         },
     )?;
+    copy_from_fd(src_fd, src, dst, limits, owner)
+}
+
+fn copy_from_fd(
+    src_fd: OwnedFd,
+    src: &Path,
+    dst: &Path,
+    limits: &CopyLimits,
+    owner: Option<Ownership>,
+) -> Result<CopyReport, CopyError> {
     let src_st = fstat(src_fd.as_fd()).map_err(|e| CopyError::Io {
         op: "stat",
         path: src.to_owned(),
-        source: e,
+        err: e,
     })?;
     // 0700 while filling; the source root's mode is applied at the end.
-    if let Err(e) = mkdir_path(dst) {
+    if let Err(e) = mkdir_path(dst, 0o700) {
         return Err(match e.kind() {
             io::ErrorKind::AlreadyExists => CopyError::DestExists {
                 path: dst.to_owned(),
@@ -148,7 +198,7 @@ pub fn copy_workspace_owned(
             _ => CopyError::Io {
                 op: "creating",
                 path: dst.to_owned(),
-                source: e,
+                err: e,
             },
         });
     }
@@ -156,9 +206,9 @@ pub fn copy_workspace_owned(
         Ok(report) => Ok(report),
         Err(cause) => match remove_partial(dst) {
             Ok(()) => Err(cause),
-            Err(source) => Err(CopyError::Cleanup {
+            Err(err) => Err(CopyError::Cleanup {
                 path: dst.to_owned(),
-                source,
+                err,
                 cause: Box::new(cause),
             }),
         },
@@ -177,7 +227,7 @@ fn fill(
             CopyError::Io {
                 op: "opening",
                 path: dst.to_owned(),
-                source: e,
+                err: e,
             }
         })?;
     let mut c = Copier {
@@ -189,7 +239,7 @@ fn fill(
         dst_root: dst_fd.try_clone().map_err(|e| CopyError::Io {
             op: "opening",
             path: dst.to_owned(),
-            source: e,
+            err: e,
         })?,
     };
     let root = Path::new("");
@@ -225,12 +275,12 @@ impl Copier<'_> {
             .saturating_sub(self.entries)
             .saturating_add(1);
         let (mut names, truncated) =
-            crate::fsutil::read_dir_names(src, usize::try_from(budget).unwrap_or(usize::MAX))
+            read_dir_names(src, usize::try_from(budget).unwrap_or(usize::MAX))
                 .map_err(|e| src_err("reading directory", rel, e))?;
         if truncated {
             return Err(CopyError::TooManyFiles {
                 limit: self.limits.max_files,
-                path: shown(rel),
+                path: rel.to_owned(),
             });
         }
         // Sorted: the same tree always copies the same way (which link is
@@ -275,6 +325,7 @@ impl Copier<'_> {
             src,
             name,
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
         )
         .map_err(|e| src_err("opening", rel, e))?;
         let sub_st = fstat(sub.as_fd()).map_err(|e| io_err("stat", rel, e))?;
@@ -283,12 +334,12 @@ impl Copier<'_> {
                 path: rel.to_owned(),
             });
         }
-        cvt(unsafe { libc::mkdirat(dst.as_raw_fd(), name.as_ptr(), 0o700) })
-            .map_err(|e| io_err("creating directory", rel, e))?;
+        mkdir_at(dst, name, 0o700).map_err(|e| io_err("creating directory", rel, e))?;
         let dsub = open_at(
             dst,
             name,
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
         )
         .map_err(|e| io_err("opening the copy of", rel, e))?;
         self.report.dirs += 1;
@@ -310,16 +361,8 @@ impl Copier<'_> {
         if st.st_nlink > 1 {
             if let Some(first) = self.first_links.get(&key) {
                 let first = cpath(first.as_os_str()).map_err(|e| io_err("linking", rel, e))?;
-                cvt(unsafe {
-                    libc::linkat(
-                        self.dst_root.as_raw_fd(),
-                        first.as_ptr(),
-                        dst.as_raw_fd(),
-                        name.as_ptr(),
-                        0,
-                    )
-                })
-                .map_err(|e| io_err("linking", rel, e))?;
+                link_at(self.dst_root.as_fd(), &first, dst, name)
+                    .map_err(|e| io_err("linking", rel, e))?;
                 self.report.hardlinks += 1;
                 return Ok(());
             }
@@ -333,6 +376,7 @@ impl Copier<'_> {
             src,
             name,
             libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+            0,
         )
         .map_err(|e| src_err("opening", rel, e))?;
         let fst = fstat(sfd.as_fd()).map_err(|e| io_err("stat", rel, e))?;
@@ -341,33 +385,48 @@ impl Copier<'_> {
                 path: rel.to_owned(),
             });
         }
-        let size = fst.st_size as u64;
-        if self.report.bytes.saturating_add(size) > self.limits.max_bytes {
-            return Err(CopyError::TooLarge {
-                limit: self.limits.max_bytes,
-                path: rel.to_owned(),
-            });
+        let size = fst.st_size.max(0) as u64;
+        let too_large = || CopyError::TooLarge {
+            limit: self.limits.max_bytes,
+            path: rel.to_owned(),
+        };
+        let budget = self.limits.max_bytes.saturating_sub(self.report.bytes);
+        // Allocated blocks bound the data from above (plus a block of
+        // slack for filesystems that keep small files inline).
+        if (fst.st_blocks.max(0) as u64).saturating_mul(512) > budget.saturating_add(1 << 16) {
+            return Err(too_large());
         }
         let dfd = open_at(
             dst,
             name,
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
+            0o600,
         )
         .map_err(|e| io_err("creating", rel, e))?;
-        let sfile = File::from(sfd);
-        let mut dfile = File::from(dfd);
-        // Reading one byte past the size notices a file still growing
-        // without copying more than the budget checked above.
-        let copied = io::copy(&mut (&sfile).take(size.saturating_add(1)), &mut dfile)
-            .map_err(|e| io_err("copying", rel, e))?;
-        if copied != size {
+        let data = match copy_sparse(sfd.as_fd(), dfd.as_fd(), size, budget) {
+            Ok(d) => d,
+            Err(SparseError::OverBudget) => return Err(too_large()),
+            Err(SparseError::Shrank) => {
+                return Err(CopyError::Changed {
+                    path: rel.to_owned(),
+                })
+            }
+            Err(SparseError::Io(e)) => return Err(io_err("copying", rel, e)),
+        };
+        // A file still growing (or rewritten) is not what was judged.
+        let after = fstat(sfd.as_fd()).map_err(|e| io_err("stat", rel, e))?;
+        if after.st_size != fst.st_size || mtime_ns(&after) != mtime_ns(&fst) {
             return Err(CopyError::Changed {
                 path: rel.to_owned(),
             });
         }
-        self.report.bytes += copied;
+        self.report.bytes += data;
+        self.report.apparent_bytes = self.report.apparent_bytes.saturating_add(size);
+        if data < size {
+            self.report.sparse_files += 1;
+        }
         self.report.files += 1;
-        self.finish(dfile.as_fd(), &fst, rel)?;
+        self.finish(dfd.as_fd(), &fst, rel)?;
         if fst.st_nlink > 1 {
             self.first_links.insert(key, rel.to_owned());
         }
@@ -391,33 +450,15 @@ impl Copier<'_> {
             },
             _ => src_err("reading symlink", rel, e),
         })?;
-        cvt(unsafe { libc::symlinkat(target.as_ptr(), dst.as_raw_fd(), name.as_ptr()) })
-            .map_err(|e| io_err("creating symlink", rel, e))?;
+        symlink_at(&target, dst, name).map_err(|e| io_err("creating symlink", rel, e))?;
         if let Some(o) = self.owner {
-            cvt(unsafe {
-                libc::fchownat(
-                    dst.as_raw_fd(),
-                    name.as_ptr(),
-                    o.uid,
-                    o.gid,
-                    libc::AT_SYMLINK_NOFOLLOW,
-                )
-            })
-            .map_err(|e| io_err("chown", rel, e))?;
+            chown_at_nofollow(dst, name, o.uid, o.gid).map_err(|e| io_err("chown", rel, e))?;
         }
         let times = [
             ts(st.st_atime, st.st_atime_nsec),
             ts(st.st_mtime, st.st_mtime_nsec),
         ];
-        cvt(unsafe {
-            libc::utimensat(
-                dst.as_raw_fd(),
-                name.as_ptr(),
-                times.as_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        })
-        .map_err(|e| io_err("setting times of", rel, e))?;
+        utimens_at_nofollow(dst, name, &times).map_err(|e| io_err("setting times of", rel, e))?;
         self.report.symlinks += 1;
         Ok(())
     }
@@ -426,17 +467,14 @@ impl Copier<'_> {
     /// created file or directory. Chown first: it would clear mode bits.
     fn finish(&self, fd: BorrowedFd, st: &libc::stat, rel: &Path) -> Result<(), CopyError> {
         if let Some(o) = self.owner {
-            cvt(unsafe { libc::fchown(fd.as_raw_fd(), o.uid, o.gid) })
-                .map_err(|e| io_err("chown", rel, e))?;
+            fchown(fd, o.uid, o.gid).map_err(|e| io_err("chown", rel, e))?;
         }
-        cvt(unsafe { libc::fchmod(fd.as_raw_fd(), st.st_mode & 0o777) })
-            .map_err(|e| io_err("chmod", rel, e))?;
+        fchmod(fd, st.st_mode & 0o777).map_err(|e| io_err("chmod", rel, e))?;
         let times = [
             ts(st.st_atime, st.st_atime_nsec),
             ts(st.st_mtime, st.st_mtime_nsec),
         ];
-        cvt(unsafe { libc::futimens(fd.as_raw_fd(), times.as_ptr()) })
-            .map_err(|e| io_err("setting times of", rel, e))?;
+        futimens(fd, &times).map_err(|e| io_err("setting times of", rel, e))?;
         Ok(())
     }
 }
@@ -452,35 +490,25 @@ pub fn chown_tree(root: &Path, owner: Ownership) -> Result<(), CopyError> {
             _ => CopyError::Io {
                 op: "opening",
                 path: root.to_owned(),
-                source: e,
+                err: e,
             },
         },
     )?;
-    cvt(unsafe { libc::fchown(fd.as_raw_fd(), owner.uid, owner.gid) }).map_err(|e| {
-        CopyError::Io {
-            op: "chown",
-            path: root.to_owned(),
-            source: e,
-        }
+    fchown(fd.as_fd(), owner.uid, owner.gid).map_err(|e| CopyError::Io {
+        op: "chown",
+        path: root.to_owned(),
+        err: e,
     })?;
     chown_dir(fd.as_fd(), Path::new(""), 0, owner)
 }
 
 fn chown_dir(dir: BorrowedFd, rel: &Path, depth: u32, owner: Ownership) -> Result<(), CopyError> {
-    let (names, _) = crate::fsutil::read_dir_names(dir, usize::MAX)
-        .map_err(|e| io_err("reading directory", rel, e))?;
+    let (names, _) =
+        read_dir_names(dir, usize::MAX).map_err(|e| io_err("reading directory", rel, e))?;
     for name in names {
         let child = rel.join(OsStr::from_bytes(name.to_bytes()));
-        cvt(unsafe {
-            libc::fchownat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                owner.uid,
-                owner.gid,
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        })
-        .map_err(|e| io_err("chown", &child, e))?;
+        chown_at_nofollow(dir, &name, owner.uid, owner.gid)
+            .map_err(|e| io_err("chown", &child, e))?;
         let st = lstat_at(dir, &name).map_err(|e| io_err("stat", &child, e))?;
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             continue;
@@ -495,6 +523,7 @@ fn chown_dir(dir: BorrowedFd, rel: &Path, depth: u32, owner: Ownership) -> Resul
             dir,
             &name,
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
         )
         .map_err(|e| io_err("opening", &child, e))?;
         chown_dir(sub.as_fd(), &child, depth + 1, owner)?;
@@ -504,19 +533,36 @@ fn chown_dir(dir: BorrowedFd, rel: &Path, depth: u32, owner: Ownership) -> Resul
 
 /// A cheap summary of the tree at `root` for a stall watchdog: entries
 /// below the root, regular-file bytes, newest mtime (ns since the epoch,
-/// root included). Symlinks are not followed; entries that vanish or cannot
-/// be read during the walk are skipped, only an unreadable root is an
-/// error. Directories deeper than 256 levels are not looked into.
+/// root included). `root` may be a regular file too (a log the sandbox's
+/// output goes to): then its size and mtime. Symlinks are not followed;
+/// entries that vanish or cannot be read during the walk are skipped, only
+/// an unreadable root is an error. Directories deeper than 256 levels are
+/// not looked into, and the walk stops counting after a million entries.
 pub fn tree_fingerprint(root: &Path) -> io::Result<(u64, u64, i128)> {
-    let fd = open_path(root, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW)?;
+    let fd = match open_path(root, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            let m = std::fs::symlink_metadata(root)?;
+            use std::os::unix::fs::MetadataExt;
+            return Ok((
+                0,
+                m.size(),
+                m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+            ));
+        }
+        Err(e) => return Err(e),
+    };
     let st = fstat(fd.as_fd())?;
     let mut fp = (0u64, 0u64, mtime_ns(&st));
     fingerprint_dir(fd.as_fd(), 0, &mut fp);
     Ok(fp)
 }
 
+const FINGERPRINT_MAX_ENTRIES: u64 = 1_000_000;
+
 fn fingerprint_dir(dir: BorrowedFd, depth: u32, fp: &mut (u64, u64, i128)) {
-    let Ok((names, _)) = crate::fsutil::read_dir_names(dir, usize::MAX) else {
+    let room = FINGERPRINT_MAX_ENTRIES.saturating_sub(fp.0);
+    let Ok((names, _)) = read_dir_names(dir, usize::try_from(room).unwrap_or(usize::MAX)) else {
         return;
     };
     for name in names {
@@ -527,12 +573,15 @@ fn fingerprint_dir(dir: BorrowedFd, depth: u32, fp: &mut (u64, u64, i128)) {
         fp.2 = fp.2.max(mtime_ns(&st));
         match st.st_mode & libc::S_IFMT {
             libc::S_IFREG => fp.1 = fp.1.saturating_add(st.st_size as u64),
-            libc::S_IFDIR if depth + 1 < FINGERPRINT_MAX_DEPTH => {
+            libc::S_IFDIR
+                if depth + 1 < FINGERPRINT_MAX_DEPTH && fp.0 < FINGERPRINT_MAX_ENTRIES =>
+            {
                 // O_NOFOLLOW: a directory swapped for a symlink is not entered.
                 if let Ok(sub) = open_at(
                     dir,
                     &name,
                     libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                    0,
                 ) {
                     fingerprint_dir(sub.as_fd(), depth + 1, fp);
                 }
@@ -542,151 +591,45 @@ fn fingerprint_dir(dir: BorrowedFd, depth: u32, fp: &mut (u64, u64, i128)) {
     }
 }
 
-/// Removes a partial copy. Our copy may already hold directories whose
-/// copied mode denies their owner write or search, which stops an
-/// unprivileged removal: on failure, open them all up and retry.
+/// Removes a partial copy, whatever its depth and modes (our copy may
+/// hold directories whose copied mode denies their owner write or search).
 fn remove_partial(dst: &Path) -> io::Result<()> {
-    match std::fs::remove_dir_all(dst) {
-        Ok(()) => return Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(_) => {}
-    }
-    let cdst = cpath(dst.as_os_str())?;
-    cvt(unsafe { libc::chmod(cdst.as_ptr(), 0o700) })?;
-    let fd = open_path(dst, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW)?;
-    unlock_dirs(fd.as_fd(), 0);
-    std::fs::remove_dir_all(dst)
-}
-
-/// Best-effort `chmod 0700` of every directory below `dir` (our own copy;
-/// nothing else writes there).
-fn unlock_dirs(dir: BorrowedFd, depth: u32) {
-    if depth > CHOWN_MAX_DEPTH {
-        return;
-    }
-    let Ok((names, _)) = crate::fsutil::read_dir_names(dir, usize::MAX) else {
-        return;
-    };
-    for name in names {
-        let Ok(st) = lstat_at(dir, &name) else {
-            continue;
-        };
-        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-            continue;
-        }
-        // Plain fchmodat follows symlinks, but lstat just said directory.
-        unsafe { libc::fchmodat(dir.as_raw_fd(), name.as_ptr(), 0o700, 0) };
-        if let Ok(sub) = open_at(
-            dir,
-            &name,
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-        ) {
-            unlock_dirs(sub.as_fd(), depth + 1);
-        }
+    let parent = dst
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = dst
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    match Dir::open(parent).and_then(|d| d.remove(name)) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(io::Error::other(e.to_string())),
     }
 }
 
-// ---- small libc wrappers ----
-
-fn shown(rel: &Path) -> PathBuf {
-    if rel.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        rel.to_owned()
-    }
-}
-
-fn io_err(op: &'static str, rel: &Path, source: io::Error) -> CopyError {
+fn io_err(op: &'static str, rel: &Path, err: io::Error) -> CopyError {
     CopyError::Io {
         op,
-        path: shown(rel),
-        source,
+        path: rel.to_owned(),
+        err,
     }
 }
 
 /// A source-side failure: "gone" or "not what lstat said" means the tree
 /// changed under us.
-fn src_err(op: &'static str, rel: &Path, source: io::Error) -> CopyError {
-    match source.raw_os_error() {
-        Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ELOOP) => {
-            CopyError::Changed { path: shown(rel) }
-        }
-        _ => io_err(op, rel, source),
+fn src_err(op: &'static str, rel: &Path, err: io::Error) -> CopyError {
+    match err.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ELOOP) => CopyError::Changed {
+            path: rel.to_owned(),
+        },
+        _ => io_err(op, rel, err),
     }
-}
-
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn cpath(p: &OsStr) -> io::Result<CString> {
-    CString::new(p.as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
-}
-
-fn open_path(p: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
-    let c = cpath(p.as_os_str())?;
-    let fd = cvt(unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) })?;
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn mkdir_path(p: &Path) -> io::Result<()> {
-    let c = cpath(p.as_os_str())?;
-    cvt(unsafe { libc::mkdir(c.as_ptr(), 0o700) }).map(drop)
-}
-
-/// `openat`; creating opens make the file 0600 (final mode set later).
-fn open_at(dir: BorrowedFd, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
-    let fd = cvt(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            flags | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
-        )
-    })?;
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn fstat(fd: BorrowedFd) -> io::Result<libc::stat> {
-    let mut st = MaybeUninit::<libc::stat>::uninit();
-    cvt(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
-    Ok(unsafe { st.assume_init() })
-}
-
-fn lstat_at(dir: BorrowedFd, name: &CStr) -> io::Result<libc::stat> {
-    let mut st = MaybeUninit::<libc::stat>::uninit();
-    cvt(unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    })?;
-    Ok(unsafe { st.assume_init() })
-}
-
-fn same_inode(a: &libc::stat, b: &libc::stat) -> bool {
-    a.st_dev == b.st_dev && a.st_ino == b.st_ino
 }
 
 fn readlink_at(dir: BorrowedFd, name: &CStr) -> io::Result<CString> {
     // The kernel never stores a NUL inside a symlink target.
-    CString::new(crate::fsutil::readlink_at(dir, name)?)
+    CString::new(crate::sys::at::readlink_at(dir, name)?)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "NUL in symlink"))
-}
-
-fn ts(sec: libc::time_t, nsec: i64) -> libc::timespec {
-    // Zeroed then assigned: some targets' timespec has private padding.
-    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
-    t.tv_sec = sec;
-    t.tv_nsec = nsec as _;
-    t
 }
 
 fn mtime_ns(st: &libc::stat) -> i128 {
@@ -725,17 +668,20 @@ mod tests {
     }
 
     fn is_root() -> bool {
+        // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() == 0 }
     }
 
     fn mkfifo(p: &Path) {
         let c = cpath(p.as_os_str()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     }
 
     fn set_times(p: &Path, sec: i64, nsec: i64) {
         let c = cpath(p.as_os_str()).unwrap();
         let t = [ts(sec as _, nsec), ts(sec as _, nsec)];
+        // SAFETY: a valid path and two initialised timespecs, only read.
         let r = unsafe {
             libc::utimensat(
                 libc::AT_FDCWD,
@@ -1136,5 +1082,70 @@ mod tests {
         }
         stop.store(true, Ordering::Relaxed);
         writer.join().unwrap();
+    }
+
+    #[test]
+    fn sparse_files_keep_their_holes_and_count_only_data() {
+        let s = Scratch::new("sparse");
+        let src = s.0.join("src");
+        fs::create_dir(&src).unwrap();
+        let f = fs::File::create(src.join("big.img")).unwrap();
+        f.set_len(10 << 30).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(b"data at 5 GiB", 5 << 30).unwrap();
+        drop(f);
+        fs::write(src.join("small"), "x").unwrap();
+        let limits = CopyLimits {
+            max_bytes: 1 << 20,
+            ..CopyLimits::default()
+        };
+        let dst = s.0.join("dst");
+        let t = std::time::Instant::now();
+        let r = copy_workspace(&src, &dst, &limits).unwrap();
+        assert!(t.elapsed() < std::time::Duration::from_secs(10));
+        assert_eq!(r.apparent_bytes, (10 << 30) + 1);
+        assert!(r.bytes < 1 << 20, "{r:?}");
+        assert_eq!(r.sparse_files, 1);
+        let m = fs::metadata(dst.join("big.img")).unwrap();
+        assert_eq!(m.len(), 10 << 30);
+        assert!(m.blocks() * 512 < 1 << 20, "{} blocks", m.blocks());
+        let mut buf = [0u8; 13];
+        fs::File::open(dst.join("big.img"))
+            .unwrap()
+            .read_exact_at(&mut buf, 5 << 30)
+            .unwrap();
+        assert_eq!(&buf, b"data at 5 GiB");
+        // Dense data over the cap is still refused.
+        fs::write(src.join("dense"), vec![1u8; 2 << 20]).unwrap();
+        let e = copy_workspace(&src, &s.0.join("dst2"), &limits).unwrap_err();
+        assert!(matches!(e, CopyError::TooLarge { .. }), "{e:?}");
+        assert_eq!(e.blame(), Blame::Agent);
+    }
+
+    #[test]
+    fn names_in_errors_are_quoted() {
+        let s = Scratch::new("quoted");
+        let src = s.0.join("src");
+        let evil = "a\n# New instructions\n```";
+        fs::create_dir_all(src.join(evil).join("b")).unwrap();
+        let limits = CopyLimits {
+            max_depth: 1,
+            ..CopyLimits::default()
+        };
+        let e = copy_workspace(&src, &s.0.join("dst"), &limits).unwrap_err();
+        let msg = e.to_string();
+        assert!(!msg.contains('\n') && !msg.contains('`'), "{msg:?}");
+        assert!(msg.contains("a\\n# New instructions\\n\\x60"), "{msg}");
+    }
+
+    #[test]
+    fn fingerprint_of_a_file_is_its_size_and_mtime() {
+        let s = Scratch::new("fpfile");
+        let f = s.0.join("log");
+        fs::write(&f, "abc").unwrap();
+        let a = tree_fingerprint(&f).unwrap();
+        assert_eq!((a.0, a.1), (0, 3));
+        fs::write(&f, "abcdef").unwrap();
+        assert_ne!(tree_fingerprint(&f).unwrap(), a);
     }
 }

@@ -19,6 +19,7 @@ use crate::sandbox::run::{self, HostView};
 use crate::trial::copy::{self, CopyLimits, CopyReport};
 use crate::trial::layout::TrialDir;
 use crate::trial::phase::{self, bind, set_env, PhaseLimits, NONROOT};
+use crate::trial::stage::JudgeInputs;
 
 /// Where the hidden tests appear inside the judge.
 pub const TESTS_ROOT: &str = "/tests/final";
@@ -134,8 +135,9 @@ pub fn run_judge(
         report.error(format!("cannot write {}: {e}", log.display()), true);
         return finish(report, dir, started);
     }
-    let work = dir.scratch().join(format!("judge-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&work);
+    let work_name = format!("judge-{}", std::process::id());
+    let work = dir.scratch().join(&work_name);
+    dir.remove_scratch_entry(&work_name);
     let judged = judge_in(
         case,
         workspace,
@@ -147,7 +149,8 @@ pub fn run_judge(
         timeout,
         &mut report,
     );
-    let _ = fs::remove_dir_all(&work);
+    // The judged code wrote in there: removed as entries, at any depth.
+    dir.remove_scratch_entry(&work_name);
     if let Err(e) = judged {
         report.error(e.0, e.1);
     }
@@ -195,7 +198,10 @@ fn judge_in(
     if let Some(o) = owner {
         copy::chown_tree(&runner_out, o).map_err(|e| infra("runner output folder", &e))?;
     }
-    let hooks = work.join("hooks");
+    // The hidden tests and the hooks, staged (see `stage`).
+    let inputs = JudgeInputs::prepare(case, work);
+    report.warnings.extend(inputs.warnings.iter().cloned());
+    let hooks = inputs.hooks.clone();
     let bans: Vec<String> = case
         .manifest
         .runner
@@ -217,7 +223,7 @@ fn judge_in(
     cfg.user = Some(NONROOT);
     cfg.hostname = "judge".into();
     cfg.binds.push(bind(&app, "/app", false));
-    cfg.binds.push(bind(&case.final_dir, TESTS_ROOT, true));
+    cfg.binds.push(bind(&inputs.tests, TESTS_ROOT, true));
     cfg.binds.push(bind(&runner_out, "/logs/verifier", false));
     for (src, dst) in &hook_binds.binds {
         cfg.binds.push(bind(src, &dst.to_string_lossy(), true));
@@ -232,7 +238,7 @@ fn judge_in(
             set_env(&mut cfg, k, v);
         }
     }
-    phase::hide_host_paths(&mut cfg, &[&case.dir, &dir.root], &work.join("empty"))
+    phase::hide_host_paths(&mut cfg, &[&case.dir, &dir.root], &inputs.empty)
         .map_err(|e| infra("hiding host folders", &e))?;
     set_env(&mut cfg, "HOME", "/tmp");
     set_env(&mut cfg, "TMPDIR", "/tmp");
@@ -255,9 +261,11 @@ fn judge_in(
     report.signal = outcome.signal;
     report.timed_out = outcome.timed_out;
     report.limits = Some(outcome.limits.clone());
-    report.warnings = outcome.warnings.clone();
+    report.warnings.extend(outcome.warnings.iter().cloned());
 
-    let text = String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
+    // The judged code wrote the log (and may have made it a sparse
+    // terabyte): its ends only.
+    let text = crate::trial::layout::read_sandbox_log(dir, "logs/verifier/final_tests.log");
     report.judge_ban_hits = text
         .lines()
         .filter(|l| l.contains("[cbrun judge-ban]"))
@@ -305,21 +313,11 @@ fn judge_in(
     Ok(())
 }
 
-/// Results from JUnit XML files the runner wrote, when any parse.
+/// Results from JUnit XML files the runner wrote, when any parse (the
+/// judged code could write there too: regular files only, capped).
 fn junit_results(dir: &Path) -> Option<Parsed> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().map(|x| x == "xml").unwrap_or(false))
-        .filter(|p| p.symlink_metadata().map(|m| m.is_file()).unwrap_or(false))
-        .collect();
-    files.sort();
     let mut merged: Option<Parsed> = None;
-    for f in files {
-        let Ok(text) = fs::read_to_string(&f) else {
-            continue;
-        };
+    for text in crate::trial::layout::sandbox_xml_files(dir) {
         let Ok(p) = parse::parse_junit(&text) else {
             continue;
         };

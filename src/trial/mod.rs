@@ -9,6 +9,7 @@ pub mod layout;
 pub mod phase;
 pub mod record;
 pub mod solve;
+pub mod stage;
 pub mod submit;
 pub mod validate;
 pub mod watchdog;
@@ -106,7 +107,7 @@ pub fn run_trial(
 }
 
 fn save(dir: &TrialDir, rec: &TrialRecord) {
-    if let Err(e) = rec.save(&dir.record()) {
+    if let Err(e) = rec.save(dir) {
         eprintln!("cbrun: warning: writing {}: {e}", dir.record().display());
     }
 }
@@ -195,10 +196,9 @@ fn finish(
             Interrupted => "interrupted".to_owned(),
             Error => format!("error: {}", rec.error.clone().unwrap_or_default()),
         };
-        let v = dir.verifier();
-        let _ = crate::fsutil::write_atomic(&v.join("reward.txt"), b"0\n");
-        let _ = crate::fsutil::write_json_atomic(
-            &v.join("reward.json"),
+        let _ = dir.write("logs/verifier/reward.txt", b"0\n");
+        let _ = dir.write_json(
+            "logs/verifier/reward.json",
             &serde_json::json!({"reward": 0, "reason": reason, "judge_error": null}),
         );
     }

@@ -3,11 +3,9 @@
 //! an honest record) and replaced atomically at the end.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::Serialize;
 
-use crate::fsutil::write_json_atomic;
 use crate::trial::layout::TrialDir;
 
 pub const RECORD_SCHEMA_VERSION: u32 = 1;
@@ -122,17 +120,19 @@ impl TrialRecord {
         }
     }
 
-    /// Points the record at `rel` (relative to the trial folder) when it exists.
+    /// Points the record at `rel` (relative to the trial folder) when it
+    /// exists (as an entry of its own: a link is not followed).
     pub fn link(&mut self, dir: &TrialDir, key: &'static str, rel: &str) {
-        if dir.root.join(rel).exists() {
+        if dir.has(rel) {
             self.files.insert(key, rel.to_owned());
         } else {
             self.files.remove(key);
         }
     }
 
-    pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        write_json_atomic(path, self)
+    /// Replaces `trial.json` in `dir` atomically.
+    pub fn save(&self, dir: &TrialDir) -> std::io::Result<()> {
+        dir.write_json("trial.json", self)
     }
 }
 

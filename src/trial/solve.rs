@@ -5,8 +5,7 @@
 //! documents read-only under `/environment`, `/logs/agent`, its home. The
 //! case's `source/`, `milestones/` and `controls/` are never mounted.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
@@ -17,17 +16,19 @@ use crate::agent::instruction::{render_instruction, InstructionFacts};
 use crate::agent::render::{render_command, RenderInputs};
 use crate::agent::spec::{AgentSpec, RunAs};
 use crate::case::Case;
-use crate::fsutil::write_json_atomic;
+use crate::fsutil::quote_text;
 use crate::guard;
 use crate::net::policy::EgressPolicy;
 use crate::sandbox::config::{Identity, RootfsSource, SandboxConfig};
 use crate::sandbox::outcome::Outcome;
 use crate::sandbox::run::{self, HostView, RunHooks};
 use crate::scan::{self, ScanReport};
+use crate::sys::dir::{Blame, DirError};
 use crate::trial::copy::{self, CopyLimits, Ownership};
 use crate::trial::egress::{self, ProxyChild};
 use crate::trial::layout::TrialDir;
 use crate::trial::phase::{self, bind, set_env, PhaseLimits, NONROOT, SANDBOX_PATH};
+use crate::trial::stage::SolveInputs;
 use crate::trial::submit::{self, Submission};
 use crate::trial::watchdog::Watchdog;
 
@@ -138,9 +139,26 @@ pub fn run_solve(case: &Case, dir: &TrialDir, opts: &SolveOptions, host: &HostVi
         return report;
     }
     let deadline = started + opts.budget;
-    solve_attempt(case, dir, opts, host, None, deadline, &mut report);
+    // Copies of the public documents (and the guard's files) in a neutral
+    // place: the sandbox's mountinfo shows no case path.
+    let inputs = match &opts.agent {
+        AgentRef::Spec(..) => Some(SolveInputs::prepare(case, &dir.scratch())),
+        _ => None,
+    };
+    if let Some(i) = &inputs {
+        report.warnings.extend(i.warnings.iter().cloned());
+    }
+    let run = Run {
+        case,
+        dir,
+        opts,
+        host,
+        inputs: inputs.as_ref(),
+        deadline,
+    };
+    run.attempt(None, &mut report);
     if report.end == SolveEnd::Submitted {
-        scan_and_maybe_fix(case, dir, opts, host, deadline, &mut report);
+        scan_and_maybe_fix(&run, &mut report);
     }
     report.seconds = started.elapsed().as_secs_f64();
     report
@@ -148,19 +166,28 @@ pub fn run_solve(case: &Case, dir: &TrialDir, opts: &SolveOptions, host: &HostVi
 
 fn prepare_dirs(dir: &TrialDir, owner: Option<Ownership>, replay: bool) -> std::io::Result<()> {
     // A replayed workspace is created by its copy.
-    let mut made = vec![dir.home()];
+    let mut made = vec!["home"];
     if !replay {
-        made.push(dir.workspace());
+        made.push("workspace");
     }
     for d in &made {
-        fs::create_dir(d)?;
+        dir.root_dir()
+            .create_dir(d, 0o755)
+            .map_err(std::io::Error::other)?;
     }
     if let Some(o) = owner {
-        for d in made.iter().chain([&dir.logs_agent()]) {
-            copy::chown_tree(d, o).map_err(std::io::Error::other)?;
+        // Fresh and empty: nothing of the agent's is in them yet.
+        for d in made.iter().chain([&"logs/agent"]) {
+            copy::chown_tree(&dir.root.join(d), o).map_err(std::io::Error::other)?;
         }
     }
     Ok(())
+}
+
+/// `(message, whether cbrun or the host is to blame)` for a failure with
+/// the trial folder's files.
+fn dir_failure(what: &str, e: &DirError) -> (String, bool) {
+    (format!("{what}: {e}"), e.blame() == Blame::Host)
 }
 
 fn identity(spec: &AgentSpec) -> Option<Identity> {
@@ -170,20 +197,33 @@ fn identity(spec: &AgentSpec) -> Option<Identity> {
     }
 }
 
-/// One go of the agent (the first, or the fix attempt with `fix`).
-fn solve_attempt(
-    case: &Case,
-    dir: &TrialDir,
-    opts: &SolveOptions,
-    host: &HostView,
-    fix: Option<&str>,
+/// What every step of one solve shares.
+#[derive(Clone, Copy)]
+struct Run<'a> {
+    case: &'a Case,
+    dir: &'a TrialDir,
+    opts: &'a SolveOptions,
+    host: &'a HostView,
+    /// Staged inputs, for spec agents.
+    inputs: Option<&'a SolveInputs>,
     deadline: Instant,
-    report: &mut SolveReport,
-) {
+}
+
+impl Run<'_> {
+    /// One go of the agent (the first, or the fix attempt with `fix`).
+    fn attempt(&self, fix: Option<&str>, report: &mut SolveReport) {
+        solve_attempt(self, fix, report)
+    }
+}
+
+fn solve_attempt(run: &Run, fix: Option<&str>, report: &mut SolveReport) {
+    let Run { dir, opts, .. } = *run;
     let note = |text: String| {
         use std::io::Write;
-        let log = dir.logs_cbrun().join("agent.log");
-        if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(log) {
+        if let Ok(mut f) = dir
+            .cbrun_dir()
+            .and_then(|d| d.open_append("agent.log", 0o644))
+        {
             let _ = writeln!(f, "{text}");
         }
     };
@@ -209,14 +249,14 @@ fn solve_attempt(
                     return;
                 }
             }
-            if let Err(e) = submit::write_marker(&dir.submit_marker()) {
-                report.fail(format!("writing the submit marker: {e}"), true);
+            if let Err(e) = dir.agent_dir().and_then(|d| submit::write_marker(&d)) {
+                let (why, infra) = dir_failure("writing the submit marker", &e);
+                report.fail(why, infra);
                 return;
             }
         }
         AgentRef::Spec(spec, _) => {
-            if let Err((why, infra)) = run_agent(case, dir, opts, spec, host, fix, deadline, report)
-            {
+            if let Err((why, infra)) = run_agent(run, spec, fix, report) {
                 report.fail(why, infra);
                 return;
             }
@@ -225,7 +265,10 @@ fn solve_attempt(
             }
         }
     }
-    report.submission = submit::check(&dir.submit_marker());
+    report.submission = match dir.agent_dir() {
+        Ok(d) => submit::check(&d),
+        Err(e) => Submission::NotSubmitted(format!("logs/agent cannot be opened: {e}")),
+    };
     report.end = if report.submission.is_submitted() {
         SolveEnd::Submitted
     } else {
@@ -233,23 +276,13 @@ fn solve_attempt(
     };
 }
 
-fn scan_and_maybe_fix(
-    case: &Case,
-    dir: &TrialDir,
-    opts: &SolveOptions,
-    host: &HostView,
-    deadline: Instant,
-    report: &mut SolveReport,
-) {
+fn scan_and_maybe_fix(run: &Run, report: &mut SolveReport) {
+    let Run { case, dir, .. } = *run;
     let bans = &case.denylist.import_ban;
-    let first = match scan::scan_workspace(&dir.workspace(), bans) {
-        Ok(s) => s,
-        Err(e) => {
-            report.fail(format!("import scan: {e}"), true);
-            return;
-        }
+    let Some(first) = scan(dir, bans, report) else {
+        return;
     };
-    let _ = write_json_atomic(&dir.logs_cbrun().join("scan.json"), &first);
+    let _ = dir.write_json("logs/cbrun/scan.json", &first);
     if first.violations.is_empty() {
         report.scan = Some(first);
         return;
@@ -258,35 +291,60 @@ fn scan_and_maybe_fix(
     let message = first.summary();
     report.first_scan = Some(first);
     report.denylist_fix_attempts = 1;
-    let _ = fs::remove_file(dir.submit_marker());
-    solve_attempt(case, dir, opts, host, Some(&message), deadline, report);
+    // The old marker must go: left in place, it would submit the fix
+    // attempt on the agent's behalf.
+    if let Err(e) = dir.agent_dir().and_then(|d| submit::remove_marker(&d)) {
+        let (why, infra) = dir_failure("removing the submit marker before the fix attempt", &e);
+        report.fail(why, infra);
+        return;
+    }
+    run.attempt(Some(&message), report);
     if report.end != SolveEnd::Submitted {
         return;
     }
-    match scan::scan_workspace(&dir.workspace(), bans) {
-        Ok(second) => {
-            let _ = write_json_atomic(&dir.logs_cbrun().join("scan.fix.json"), &second);
-            if !second.violations.is_empty() {
-                report.denylist_violation = Some(second.summary());
-            }
-            report.scan = Some(second);
+    if let Some(second) = scan(dir, bans, report) {
+        let _ = dir.write_json("logs/cbrun/scan.fix.json", &second);
+        if !second.violations.is_empty() {
+            report.denylist_violation = Some(second.summary());
         }
-        Err(e) => report.fail(format!("import scan: {e}"), true),
+        report.scan = Some(second);
+    }
+}
+
+/// The import scan of the workspace; a failure ends the solve, blamed on
+/// whoever caused it (a tree too deep or unreadable is the agent's).
+fn scan(dir: &TrialDir, bans: &[String], report: &mut SolveReport) -> Option<ScanReport> {
+    let scanned = dir
+        .workspace_dir()
+        .map_err(scan::ScanError::Dir)
+        .and_then(|w| scan::scan_dir(&w, bans));
+    match scanned {
+        Ok(s) => Some(s),
+        Err(e) => {
+            report.fail(e.to_string(), e.blame() == Blame::Host);
+            None
+        }
     }
 }
 
 /// The agent's install and setup scripts, then its command.
-#[allow(clippy::too_many_arguments)]
 fn run_agent(
-    case: &Case,
-    dir: &TrialDir,
-    opts: &SolveOptions,
+    run: &Run,
     spec: &AgentSpec,
-    host: &HostView,
     fix: Option<&str>,
-    deadline: Instant,
     report: &mut SolveReport,
 ) -> Result<(), (String, bool)> {
+    let Run {
+        case,
+        dir,
+        opts,
+        host,
+        deadline,
+        ..
+    } = *run;
+    let inputs = run
+        .inputs
+        .ok_or_else(|| ("a spec agent's inputs were not staged".to_owned(), true))?;
     let home = spec.home.clone();
     let instruction = render_instruction(&InstructionFacts {
         has_build_step: !case.manifest.runner.build_command.trim().is_empty(),
@@ -296,9 +354,11 @@ fn run_agent(
         has_hardware_requirements: case.public.hardware_requirements.is_some(),
         fix_attempt: fix.map(str::to_owned),
     });
-    let instruction_file = dir.logs_agent().join("instruction.md");
-    fs::write(&instruction_file, &instruction)
-        .map_err(|e| (format!("writing the instruction: {e}"), true))?;
+    // Replaced, never written through: the agent may have left a link,
+    // FIFO or hard link at the name.
+    dir.agent_dir()
+        .and_then(|d| d.write_replace("instruction.md", instruction.as_bytes(), 0o644))
+        .map_err(|e| dir_failure("writing the instruction", &e))?;
     let command = render_command(
         spec,
         &RenderInputs {
@@ -312,8 +372,7 @@ fn run_agent(
     )
     .map_err(|e| (format!("agent {}: {e}", spec.name), true))?;
 
-    let shims_dir = dir.scratch().join("shims");
-    let base = solve_config(case, dir, opts, spec, &shims_dir, report)
+    let base = solve_config(case, dir, opts, spec, inputs, report)
         .map_err(|e| (format!("solve sandbox: {e}"), true))?;
 
     if fix.is_none() {
@@ -332,7 +391,7 @@ fn run_agent(
             cfg.stderr = crate::sandbox::config::Stdio::Append(log.clone());
             let out = run_phase(&cfg, host, &opts.egress, dir, None)
                 .map_err(|e| (format!("agent {what} script: {e}"), true))?;
-            let _ = write_json_atomic(&dir.logs_cbrun().join(format!("{what}.outcome.json")), &out);
+            let _ = dir.write_json(&format!("logs/cbrun/{what}.outcome.json"), &out);
             if out.interrupted {
                 report.end = SolveEnd::Interrupted;
                 return Ok(());
@@ -362,8 +421,7 @@ fn run_agent(
                 crate::sandbox::config::Stdio::Append(dir.logs_cbrun().join("version.err"));
             if let Ok(o) = run_phase(&cfg, host, &Egress::None, dir, None) {
                 if o.exit_code == Some(0) {
-                    let text = fs::read_to_string(&log).unwrap_or_default();
-                    report.cli_version = text.lines().next().map(|l| l.trim().to_owned());
+                    report.cli_version = first_line(dir, "version.log");
                 }
             }
         }
@@ -395,7 +453,7 @@ fn run_agent(
     } else {
         "agent.outcome.json"
     };
-    let _ = write_json_atomic(&dir.logs_cbrun().join(name), &out);
+    let _ = dir.write_json(&format!("logs/cbrun/{name}"), &out);
     report.agent_exit_code = out.exit_code;
     report.limits = Some(out.limits.clone());
     report.warnings.extend(out.warnings.iter().cloned());
@@ -406,6 +464,29 @@ fn run_agent(
         report.end = SolveEnd::Timeout;
     }
     Ok(())
+}
+
+/// The first line of a sandbox-written log in `logs/cbrun/`, read no
+/// further than 4 KiB (the sandbox may have made it a sparse terabyte),
+/// quoted and cut to 200 characters: it goes into the record.
+fn first_line(dir: &TrialDir, name: &str) -> Option<String> {
+    let text = dir
+        .cbrun_dir()
+        .ok()?
+        .read_capped(name, 4096)
+        .ok()?
+        .text_lossy();
+    let line = text.lines().next()?.trim();
+    let mut q = quote_text(line);
+    if q.len() > 200 {
+        let mut end = 200;
+        while !q.is_char_boundary(end) {
+            end -= 1;
+        }
+        q.truncate(end);
+        q.push_str("...");
+    }
+    Some(q).filter(|q| !q.is_empty())
 }
 
 fn describe_end(o: &Outcome) -> String {
@@ -426,7 +507,7 @@ fn solve_config(
     dir: &TrialDir,
     opts: &SolveOptions,
     spec: &AgentSpec,
-    shims_dir: &Path,
+    inputs: &SolveInputs,
     report: &mut SolveReport,
 ) -> Result<SandboxConfig, String> {
     let home = spec.home.clone();
@@ -444,17 +525,15 @@ fn solve_config(
     cfg.binds.push(bind(dir.workspace(), "/app", false));
     cfg.binds.push(bind(dir.logs_agent(), "/logs/agent", false));
     cfg.binds.push(bind(dir.home(), &home, false));
+    // Staged copies (see `stage`): no case path in the sandbox's mountinfo.
+    cfg.binds
+        .push(bind(&inputs.full_prd, "/environment/prd/Full_PRD.md", true));
     cfg.binds.push(bind(
-        &case.public.full_prd,
-        "/environment/prd/Full_PRD.md",
-        true,
-    ));
-    cfg.binds.push(bind(
-        &case.public.interface_contract,
+        &inputs.interface_contract,
         "/environment/Interface_Contract.md",
         true,
     ));
-    if let Some(hw) = &case.public.hardware_requirements {
+    if let Some(hw) = &inputs.hardware_requirements {
         cfg.binds
             .push(bind(hw, "/environment/Hardware_Requirements.md", true));
     }
@@ -465,7 +544,7 @@ fn solve_config(
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
     let shims = guard::prepare_solve(
-        shims_dir,
+        &inputs.shims,
         &root_on_host,
         guard::pkgshim::DEFAULT_SEARCH_DIRS,
         &ecosystem,
@@ -503,12 +582,13 @@ fn solve_config(
             report.env_keys.push(k.clone());
         }
     }
-    phase::hide_host_paths(
-        &mut cfg,
-        &[&case.dir, &dir.root],
-        &dir.scratch().join("empty"),
-    )
-    .map_err(|e| format!("hiding host folders: {e}"))?;
+    // The stages folder too: it holds other runs' staged hidden tests, in
+    // case the state root lies under a system folder the sandbox shows.
+    let stages = inputs.stage.as_ref().and_then(|s| s.path().parent());
+    let mut hidden = vec![case.dir.as_path(), dir.root.as_path()];
+    hidden.extend(stages);
+    phase::hide_host_paths(&mut cfg, &hidden, &inputs.empty)
+        .map_err(|e| format!("hiding host folders: {e}"))?;
     if let Egress::Allowlist(_) = &opts.egress {
         for (k, v) in egress::proxy_env() {
             set_env(&mut cfg, k, &v);

@@ -44,11 +44,7 @@ pub fn validate_control(
     };
     let mut problems = Vec::new();
     let scan_hits = match scan::scan_workspace(&control.app_dir, &case.denylist.import_ban) {
-        Ok(r) => r
-            .violations
-            .iter()
-            .map(|v| format!("{}:{} {}", v.file.display(), v.line, v.import))
-            .collect(),
+        Ok(r) => r.violations.iter().map(scan::Violation::describe).collect(),
         Err(e) => {
             problems.push(format!("import scan: {e}"));
             Vec::new()
