@@ -14,8 +14,8 @@
 //! numeric owners, pax), streamed from its stdout through the compressor.
 //!
 //! Here: the recipe's types, the options and [`bootstrap`] itself; the
-//! recipe file is parsed in [`recipe`], each kind's layer is made in
-//! [`busybox`] and [`mmdebstrap`], and [`oci`] writes the layout's documents.
+//! recipe file is parsed in `recipe`, each kind's layer is made in
+//! `busybox` and `mmdebstrap`, and `oci` writes the layout's documents.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};

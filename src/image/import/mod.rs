@@ -10,9 +10,9 @@
 //! that made it in are unreferenced, and `gc` removes them).
 //!
 //! [`import`] detects the format and hands over to the reader of that
-//! format: [`oci`] (layout directory or archive), [`docker`]
-//! (`docker save`), [`rootfs`] (a tarball or directory as one layer; the
-//! directory is written as a tar by [`tar_dir`]). [`archive`] indexes tar
+//! format: `oci` (layout directory or archive), `docker`
+//! (`docker save`), `rootfs` (a tarball or directory as one layer; the
+//! directory is written as a tar by `tar_dir`). `archive` indexes tar
 //! archives and reads their members in place.
 
 use std::fmt;

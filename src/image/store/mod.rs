@@ -3,9 +3,9 @@
 //! collection. The on-disk layout is described in [`super`].
 //!
 //! [`Store`] is opened here; its methods live beside what they work on:
-//! image names in [`reference`], locks and holds in [`lock`], blobs in
-//! [`blobs`], references (commit, resolve, list, tag, remove) in [`refs`],
-//! garbage collection in [`gc`]; [`tree`] removes directory trees.
+//! image names in `reference`, locks and holds in `lock`, blobs in
+//! `blobs`, references (commit, resolve, list, tag, remove) in `refs`,
+//! garbage collection in `gc`; `tree` removes directory trees.
 
 use std::ffi::OsString;
 use std::fs::{self, File};
