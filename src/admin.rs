@@ -1,5 +1,6 @@
-//! `cbrun admin delegate-cgroups --user NAME [--undo]`: the one root step
-//! that lets an unprivileged user's sandboxes get enforced cgroup limits.
+//! Delegating cgroups (`cbrun admin delegate-cgroups --user NAME
+//! [--undo]`): the one root step that lets an unprivileged user's sandboxes
+//! get enforced cgroup limits.
 //!
 //! The user gets `cbrun/u<UID>` (see [`base_for_uid`]) in every hierarchy
 //! cbrun uses, owned by them, under a root-owned `cbrun`. The aggregate
@@ -62,44 +63,35 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> AdminError + '_ {
     }
 }
 
-/// `cbrun admin` subcommands.
-#[derive(Debug, Clone, clap::Subcommand)]
-pub enum AdminCommand {
-    /// Give a user its own cgroup subtree so its sandboxes get memory, pids
-    /// and cpu limits (run once, as root).
-    DelegateCgroups {
-        /// User name or numeric uid.
-        #[arg(long, value_name = "NAME")]
-        user: String,
-        /// Remove the user's cgroup directories again.
-        #[arg(long)]
-        undo: bool,
-    },
+/// One line of what [`delegate`] did or found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// A change made, or a state found (`created ...`, `already delegated: ...`).
+    Done(String),
+    /// Worth knowing; changes nothing.
+    Note(String),
+    /// Something that should work here does not (a controller not offered).
+    Warning(String),
 }
 
-/// Run an admin subcommand, printing what it did; returns the exit code.
-pub fn run(cmd: AdminCommand) -> io::Result<i32> {
-    match cmd {
-        AdminCommand::DelegateCgroups { user, undo } => {
-            let mut log = Vec::new();
-            let res = apply(&user, undo, &mut log);
-            for l in &log {
-                println!("{l}");
-            }
-            match res {
-                Ok(_) => Ok(0),
-                Err(e) => {
-                    eprintln!("cbrun admin delegate-cgroups: {e}");
-                    Ok(1)
-                }
-            }
-        }
-    }
+/// What `cbrun admin delegate-cgroups` was asked to do.
+#[derive(Debug, Clone)]
+pub struct DelegateOptions {
+    /// User name or numeric uid.
+    pub user: String,
+    /// Remove the user's cgroup directories instead.
+    pub undo: bool,
 }
 
-/// Delegate (or with `undo`, remove) `cbrun/u<UID>` for `user` in every
-/// hierarchy. Idempotent. Returns the user's directories that now exist
-/// (or, for undo, that were removed).
+/// Delegate (or with `undo`, remove) `cbrun/u<UID>` for the user in every
+/// hierarchy, appending each step to `log` (the steps taken before a
+/// failure included). Idempotent. Returns the user's directories that now
+/// exist (or, for undo, that were removed).
+pub fn delegate(opts: &DelegateOptions, log: &mut Vec<Step>) -> Result<Vec<PathBuf>, AdminError> {
+    apply(&opts.user, opts.undo, log)
+}
+
+/// [`delegate`] without the log.
 pub fn delegate_cgroups(user: &str, undo: bool) -> Result<Vec<PathBuf>, AdminError> {
     apply(user, undo, &mut Vec::new())
 }
@@ -130,7 +122,7 @@ fn resolve(user: &str) -> Result<Target, AdminError> {
     })
 }
 
-fn apply(user: &str, undo: bool, log: &mut Vec<String>) -> Result<Vec<PathBuf>, AdminError> {
+fn apply(user: &str, undo: bool, log: &mut Vec<Step>) -> Result<Vec<PathBuf>, AdminError> {
     if !is_real_root() {
         return Err(AdminError::NotRoot);
     }
@@ -170,22 +162,22 @@ fn apply(user: &str, undo: bool, log: &mut Vec<String>) -> Result<Vec<PathBuf>, 
     // and controller availability as the user will see them.
     let d = Delegation::probe(&host, t.uid);
     if d.usable {
-        log.push(format!(
+        log.push(Step::Done(format!(
             "{} (uid {}) can now create sandbox cgroups under {}; limit controllers: {}",
             t.name,
             t.uid,
             d.base.display(),
             d.controllers.join(" ")
-        ));
+        )));
     }
     for p in &d.problems {
-        log.push(format!("warning: {p}"));
+        log.push(Step::Warning(p.clone()));
     }
     Ok(dirs)
 }
 
 /// One v1 hierarchy: root-owned `cbrun`, user-owned `cbrun/u<UID>`.
-fn delegate_v1(h: &V1Hierarchy, t: &Target, log: &mut Vec<String>) -> Result<PathBuf, AdminError> {
+fn delegate_v1(h: &V1Hierarchy, t: &Target, log: &mut Vec<Step>) -> Result<PathBuf, AdminError> {
     let has = |c: &str| h.controllers.iter().any(|x| x == c);
     let top = h.mount.join(TOP);
     ensure_root_dir(&top, log)?;
@@ -213,7 +205,7 @@ fn delegate_v1(h: &V1Hierarchy, t: &Target, log: &mut Vec<String>) -> Result<Pat
 
 /// cgroup2: root-owned `cbrun`, user-owned `cbrun/u<UID>`, with the limit
 /// controllers enabled all the way down.
-fn delegate_v2(root: &Path, t: &Target, log: &mut Vec<String>) -> Result<PathBuf, AdminError> {
+fn delegate_v2(root: &Path, t: &Target, log: &mut Vec<Step>) -> Result<PathBuf, AdminError> {
     enable_controllers(root, log)?;
     let top = root.join(TOP);
     ensure_root_dir(&top, log)?;
@@ -234,19 +226,22 @@ fn delegate_v2(root: &Path, t: &Target, log: &mut Vec<String>) -> Result<PathBuf
     enable_controllers(&dir, log)?;
     // cgroup2 lets a user move a process only if it may write cgroup.procs
     // of the common ancestor of source and target.
-    log.push(format!(
-        "note: on cgroup2 {} can move only processes that already run under {} (e.g. started by root or a Delegate=yes unit there)",
+    log.push(Step::Note(format!(
+        "on cgroup2 {} can move only processes that already run under {} (e.g. started by root or a Delegate=yes unit there)",
         t.name,
         dir.display()
-    ));
+    )));
     Ok(dir)
 }
 
 /// Say so when a rerun found a hierarchy already set up (idempotence is
 /// otherwise silent). The v2 migration note alone is not a change.
-fn note_unchanged(dir: &Path, before: usize, log: &mut Vec<String>) {
-    if log[before..].iter().all(|l| l.starts_with("note:")) {
-        log.insert(before, format!("already delegated: {}", dir.display()));
+fn note_unchanged(dir: &Path, before: usize, log: &mut Vec<Step>) {
+    if log[before..].iter().all(|l| matches!(l, Step::Note(_))) {
+        log.insert(
+            before,
+            Step::Done(format!("already delegated: {}", dir.display())),
+        );
     }
 }
 
@@ -262,7 +257,7 @@ fn user_dir(uid: u32) -> String {
 fn undo_all(
     host: &CgroupHost,
     t: &Target,
-    log: &mut Vec<String>,
+    log: &mut Vec<Step>,
 ) -> Result<Vec<PathBuf>, AdminError> {
     let tops = host.dirs_for(Path::new(TOP));
     let dirs: Vec<PathBuf> = tops
@@ -306,19 +301,19 @@ fn undo_all(
                 source: io::Error::new(e.kind(), format!("rmdir: {e}{hint}")),
             }
         })?;
-        log.push(format!("removed {}", d.display()));
+        log.push(Step::Done(format!("removed {}", d.display())));
     }
     if dirs.is_empty() {
-        log.push(format!(
+        log.push(Step::Done(format!(
             "nothing to undo: no cgroups delegated to {} (uid {})",
             t.name, t.uid
-        ));
+        )));
     }
     for top in tops.iter().filter(|p| p.is_dir()) {
         // Other users' dirs or root's sandboxes keep the shared dir alive;
         // a sandbox racing us to create one just makes rmdir fail harmlessly.
         if subdirs(top)?.is_empty() && fs::remove_dir(top).is_ok() {
-            log.push(format!("removed {} (now empty)", top.display()));
+            log.push(Step::Done(format!("removed {} (now empty)", top.display())));
         }
     }
     Ok(dirs)
@@ -337,33 +332,33 @@ fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, AdminError> {
 }
 
 /// mkdir if missing; logs only what changed.
-fn make_dir(dir: &Path, log: &mut Vec<String>) -> Result<(), AdminError> {
+fn make_dir(dir: &Path, log: &mut Vec<Step>) -> Result<(), AdminError> {
     match fs::create_dir(dir) {
-        Ok(()) => log.push(format!("created {}", dir.display())),
+        Ok(()) => log.push(Step::Done(format!("created {}", dir.display()))),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(io_err(dir)(e)),
     }
     let meta = fs::metadata(dir).map_err(io_err(dir))?;
     if meta.mode() & 0o7777 != 0o755 {
         fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(io_err(dir))?;
-        log.push(format!("chmod 0755 {}", dir.display()));
+        log.push(Step::Done(format!("chmod 0755 {}", dir.display())));
     }
     Ok(())
 }
 
 /// The shared `cbrun` dir must stay root's: whoever owns it could tamper
 /// with every user's delegated subtree.
-fn ensure_root_dir(dir: &Path, log: &mut Vec<String>) -> Result<(), AdminError> {
+fn ensure_root_dir(dir: &Path, log: &mut Vec<Step>) -> Result<(), AdminError> {
     make_dir(dir, log)?;
     let meta = fs::metadata(dir).map_err(io_err(dir))?;
     if meta.uid() != 0 || meta.gid() != 0 {
         std::os::unix::fs::chown(dir, Some(0), Some(0)).map_err(io_err(dir))?;
-        log.push(format!(
+        log.push(Step::Done(format!(
             "chown root:root {} (was {}:{})",
             dir.display(),
             meta.uid(),
             meta.gid()
-        ));
+        )));
     }
     Ok(())
 }
@@ -373,7 +368,7 @@ fn chown_all(
     dir: &Path,
     files: &[&str],
     t: &Target,
-    log: &mut Vec<String>,
+    log: &mut Vec<Step>,
 ) -> Result<(), AdminError> {
     for f in files {
         let p = if f.is_empty() {
@@ -384,24 +379,29 @@ fn chown_all(
         let meta = fs::metadata(&p).map_err(io_err(&p))?;
         if meta.uid() != t.uid || meta.gid() != t.gid {
             std::os::unix::fs::chown(&p, Some(t.uid), Some(t.gid)).map_err(io_err(&p))?;
-            log.push(format!("chown {}:{} {}", t.uid, t.gid, p.display()));
+            log.push(Step::Done(format!(
+                "chown {}:{} {}",
+                t.uid,
+                t.gid,
+                p.display()
+            )));
         }
     }
     Ok(())
 }
 
 /// Write `value` to a cgroup file unless it already holds it.
-fn set_value(file: &Path, value: &str, log: &mut Vec<String>) -> Result<(), AdminError> {
+fn set_value(file: &Path, value: &str, log: &mut Vec<Step>) -> Result<(), AdminError> {
     let cur = fs::read_to_string(file).map_err(io_err(file))?;
     if cur.trim() != value {
         fs::write(file, value).map_err(io_err(file))?;
-        log.push(format!("set {} = {value}", file.display()));
+        log.push(Step::Done(format!("set {} = {value}", file.display())));
     }
     Ok(())
 }
 
 /// Copy cpuset.cpus/mems from `parent` into `dir` where `dir`'s are empty.
-fn inherit_cpuset(parent: &Path, dir: &Path, log: &mut Vec<String>) -> Result<(), AdminError> {
+fn inherit_cpuset(parent: &Path, dir: &Path, log: &mut Vec<Step>) -> Result<(), AdminError> {
     for f in ["cpuset.cpus", "cpuset.mems"] {
         let src = parent.join(f);
         let dst = dir.join(f);
@@ -409,7 +409,11 @@ fn inherit_cpuset(parent: &Path, dir: &Path, log: &mut Vec<String>) -> Result<()
         if cur.trim().is_empty() {
             let val = fs::read_to_string(&src).map_err(io_err(&src))?;
             fs::write(&dst, val.trim()).map_err(io_err(&dst))?;
-            log.push(format!("set {} = {}", dst.display(), val.trim()));
+            log.push(Step::Done(format!(
+                "set {} = {}",
+                dst.display(),
+                val.trim()
+            )));
         }
     }
     Ok(())
@@ -418,7 +422,7 @@ fn inherit_cpuset(parent: &Path, dir: &Path, log: &mut Vec<String>) -> Result<()
 /// Hierarchical accounting, so a sandbox's limit also counts against the
 /// user's. Already the only mode on newer kernels (file gone or fixed at 1);
 /// EBUSY means children exist and the value can no longer change.
-fn set_use_hierarchy(dir: &Path, log: &mut Vec<String>) -> Result<(), AdminError> {
+fn set_use_hierarchy(dir: &Path, log: &mut Vec<Step>) -> Result<(), AdminError> {
     let file = dir.join("memory.use_hierarchy");
     match fs::read_to_string(&file) {
         Ok(v) if v.trim() == "1" => return Ok(()),
@@ -426,9 +430,12 @@ fn set_use_hierarchy(dir: &Path, log: &mut Vec<String>) -> Result<(), AdminError
         _ => {}
     }
     match fs::write(&file, "1") {
-        Ok(()) => log.push(format!("set {} = 1", file.display())),
+        Ok(()) => log.push(Step::Done(format!("set {} = 1", file.display()))),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOENT)) => {
-            log.push(format!("left {} unchanged: {e}", file.display()));
+            log.push(Step::Done(format!(
+                "left {} unchanged: {e}",
+                file.display()
+            )));
         }
         Err(e) => return Err(io_err(&file)(e)),
     }
@@ -438,7 +445,7 @@ fn set_use_hierarchy(dir: &Path, log: &mut Vec<String>) -> Result<(), AdminError
 /// Enable the limit controllers in `dir/cgroup.subtree_control`, each on its
 /// own so that one refusal (say cpu, blocked by realtime tasks) does not
 /// cost the others; refusals are logged, not fatal.
-fn enable_controllers(dir: &Path, log: &mut Vec<String>) -> Result<(), AdminError> {
+fn enable_controllers(dir: &Path, log: &mut Vec<Step>) -> Result<(), AdminError> {
     let avail_file = dir.join("cgroup.controllers");
     let avail = fs::read_to_string(&avail_file).map_err(io_err(&avail_file))?;
     let ctl = dir.join("cgroup.subtree_control");
@@ -448,18 +455,18 @@ fn enable_controllers(dir: &Path, log: &mut Vec<String>) -> Result<(), AdminErro
             continue;
         }
         if !avail.split_whitespace().any(|e| e == *c) {
-            log.push(format!(
-                "warning: controller {c} is not offered in {}",
+            log.push(Step::Warning(format!(
+                "controller {c} is not offered in {}",
                 avail_file.display()
-            ));
+            )));
             continue;
         }
         match fs::write(&ctl, format!("+{c}")) {
-            Ok(()) => log.push(format!("enabled +{c} in {}", ctl.display())),
-            Err(e) => log.push(format!(
-                "warning: could not enable +{c} in {}: {e}",
+            Ok(()) => log.push(Step::Done(format!("enabled +{c} in {}", ctl.display()))),
+            Err(e) => log.push(Step::Warning(format!(
+                "could not enable +{c} in {}: {e}",
                 ctl.display()
-            )),
+            ))),
         }
     }
     Ok(())

@@ -1,8 +1,8 @@
-//! `cbrun doctor [--json]`: what this host lets cbrun do for this user, and
-//! therefore which isolation guarantees a sandbox started now would have.
+//! What this host lets cbrun do for this user, and therefore which
+//! isolation guarantees a sandbox started now would have: the probes and
+//! the report of `cbrun doctor [--json]` (printed by the command line).
 
 use std::fmt::Write as _;
-use std::io::{self, Write};
 
 use serde::Serialize;
 
@@ -11,7 +11,7 @@ use crate::host::idmap::{self, IdMapInfo, MappingKind};
 use crate::host::userns::UsernsSupport;
 use crate::host::{probe, userns};
 
-/// Exit code when no sandbox can be started here.
+/// `cbrun doctor`'s exit status when no sandbox can be started here.
 pub const EXIT_IMPOSSIBLE: i32 = 2;
 
 #[derive(Debug, Clone, Serialize)]
@@ -129,25 +129,6 @@ pub fn collect() -> Report {
     };
     report.guarantees = guarantees(&report);
     report
-}
-
-/// Probe, print (text or JSON), and return the exit code: 0 when a sandbox
-/// can run here, [`EXIT_IMPOSSIBLE`] otherwise.
-pub fn run(json: bool) -> io::Result<i32> {
-    let report = collect();
-    let mut out = io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, &report).map_err(io::Error::other)?;
-        writeln!(out)?;
-    } else {
-        out.write_all(render_text(&report).as_bytes())?;
-    }
-    out.flush()?;
-    Ok(if report.sandbox_possible {
-        0
-    } else {
-        EXIT_IMPOSSIBLE
-    })
 }
 
 fn ok(status: Enforcement) -> bool {

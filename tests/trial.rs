@@ -191,6 +191,7 @@ fn negative_controls_get_reward_0_as_implementation_failures() {
     let ctx = Ctx::new(Who::Root, "trial-neg");
     let c = case(&ctx, "case001");
     let t = trial(&ctx, "stub", &c, &control(&c, "stub"), &[]);
+    t.run.assert_code(0, "a trial with reward 0 (evaluated)");
     assert_eq!(t.status(), "completed", "{}", t.show());
     assert_eq!(t.reward(), 0);
     assert_eq!(t.record["failure_class"], "implementation");
@@ -296,6 +297,8 @@ fn solve_timeout_kills_the_agent_and_records_timeout() {
         &["--solve-timeout", "2"],
     );
     assert_eq!(t.status(), "timeout", "{}", t.show());
+    t.run
+        .assert_code(0, "a trial whose agent ran out of time (evaluated)");
     assert_eq!(t.reward(), 0);
     assert_eq!(t.record["stalled"], false);
     assert!(t.run.elapsed < Duration::from_secs(30), "{}", t.show());
@@ -340,6 +343,8 @@ fn a_failing_install_script_is_an_infrastructure_error() {
         "command = \"echo CODINGBENCH_SUBMIT > /logs/agent/submit\"\ninstall_script = \"echo installing; exit 3\"\n",
     );
     let t = trial(&ctx, "err", &c, a.to_str().unwrap(), &[]);
+    t.run
+        .assert_code(1, "a trial that failed for infrastructure");
     assert_eq!(t.status(), "error", "{}", t.show());
     assert_eq!(t.record["failure_class"], "infrastructure");
     assert!(
@@ -668,7 +673,7 @@ fn malformed_cases_are_refused_with_one_line_and_nothing_written() {
             "--out",
             out.to_str().unwrap(),
         ]);
-        run.assert_code(125, name);
+        run.assert_code(2, name);
         let err = run.stderr.trim();
         assert_eq!(err.lines().count(), 1, "{name}: one line\n{}", run.show());
         assert!(err.starts_with("cbrun: error:"), "{}", run.show());
@@ -701,11 +706,32 @@ fn malformed_cases_are_refused_with_one_line_and_nothing_written() {
         let mut all = vec!["trial", c.to_str().unwrap(), "--out", out.to_str().unwrap()];
         all.extend(args.iter());
         let run = ctx.cbrun(&all);
-        run.assert_code(125, needle);
+        run.assert_code(2, needle);
         assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.show());
         assert!(run.stderr.contains(needle), "{}", run.show());
         assert!(!out.exists());
     }
+    // An image that is not in the store is a usage error too.
+    let out = ctx.out.join("image");
+    let store = ctx.dir.join("store");
+    let args: Vec<String> = [
+        "trial",
+        c.to_str().unwrap(),
+        "--agent",
+        "none",
+        "--image",
+        "nosuch:1",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let run = ctx
+        .spawn_args(&args, &[("CBRUN_HOME", store.to_str().unwrap())], None)
+        .wait(Duration::from_secs(60));
+    run.assert_code(2, "--image nosuch:1");
+    assert!(run.stderr.contains("nosuch:1"), "{}", run.show());
+    assert!(!out.exists());
 }
 
 #[test]
@@ -723,7 +749,7 @@ fn an_existing_out_folder_is_never_overwritten() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    run.assert_code(125, "existing --out");
+    run.assert_code(2, "existing --out");
     assert!(run.stderr.contains("--out"), "{}", run.show());
     assert_eq!(fs::read_to_string(out.join("keep")).unwrap(), "precious");
 }
@@ -752,6 +778,9 @@ fn an_interrupted_trial_is_recorded_as_interrupted_and_leaves_nothing() {
         );
         r.signal(sig);
         let run = r.wait(Duration::from_secs(30));
+        if sig == "INT" {
+            run.assert_code(130, "an interrupted trial");
+        }
         if sig == "KILL" {
             let gc = ctx.cbrun(&["gc"]);
             gc.assert_code(0, "gc after a killed trial");

@@ -1,0 +1,92 @@
+//! Locking: the `lock` flock around reference changes, rm and gc, and the
+//! shared `gc.lock` a [`Hold`] keeps while an import, pull, unpack or
+//! sandbox needs what is not referenced yet.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::{io_err, Store, StoreError};
+
+/// An flock held on a lock file; released on drop.
+pub(super) struct LockFile {
+    _file: File,
+}
+
+pub(super) fn take_lock(
+    path: &Path,
+    exclusive: bool,
+    wait: bool,
+) -> Result<Option<LockFile>, StoreError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io_err(path, "open lock file"))?;
+    let mut op = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
+    if !wait {
+        op |= libc::LOCK_NB;
+    }
+    loop {
+        // SAFETY: flock on a file descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(Some(LockFile { _file: file }));
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if !wait => return Ok(None),
+            _ => return Err(io_err(path, "flock")(e)),
+        }
+    }
+}
+
+/// While held, `gc` and `remove` never delete blobs, unpacked root
+/// filesystems or temp files of this store. Hold one across a whole import,
+/// pull, unpack, or the life of a sandbox that uses `rootfs/<hex>/`.
+pub struct Hold {
+    _lock: LockFile,
+    count: Arc<AtomicUsize>,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Store {
+    fn lock_path(&self) -> PathBuf {
+        self.root.join("lock")
+    }
+
+    pub(super) fn gc_lock_path(&self) -> PathBuf {
+        self.root.join("gc.lock")
+    }
+
+    /// Keep `gc`/`remove` from deleting anything until the guard is dropped.
+    pub fn hold(&self) -> Result<Hold, StoreError> {
+        let lock = take_lock(&self.gc_lock_path(), false, true)?.expect("blocking lock");
+        self.holds.fetch_add(1, Ordering::SeqCst);
+        Ok(Hold {
+            _lock: lock,
+            count: self.holds.clone(),
+        })
+    }
+
+    pub(super) fn lock_refs(&self) -> Result<LockFile, StoreError> {
+        Ok(take_lock(&self.lock_path(), true, true)?.expect("blocking lock"))
+    }
+}
