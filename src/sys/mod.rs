@@ -4,3 +4,4 @@
 //! `unsafe` for system work.
 
 pub mod fd;
+pub mod proc;
