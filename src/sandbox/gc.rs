@@ -415,6 +415,7 @@ fn is_stale(path: &Path) -> bool {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn uid_ranges() {
@@ -448,6 +449,114 @@ mod tests {
         let mut huge = b"{\"cbrun_pid\":1}".to_vec();
         huge.resize(MAX_RECORD as usize + 10, b' ');
         assert!(record_from(&huge).unwrap_err().contains("larger"));
+    }
+
+    /// A process that is pid 1 of a pid namespace of its own (the
+    /// grandchild of a forked child that unshared user and pid
+    /// namespaces); killed and reaped on drop.
+    struct NsInit {
+        child: libc::pid_t,
+        init: i32,
+    }
+
+    impl NsInit {
+        fn start() -> NsInit {
+            let (r, w) = nix::unistd::pipe().unwrap();
+            // SAFETY: the child makes raw calls only and _exits.
+            let child = unsafe { libc::fork() };
+            assert!(child >= 0);
+            if child == 0 {
+                // SAFETY: raw calls in the forked, single-threaded child.
+                unsafe {
+                    if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) != 0 {
+                        libc::_exit(3);
+                    }
+                    let gc = libc::fork();
+                    if gc == 0 {
+                        libc::pause();
+                        libc::_exit(0);
+                    }
+                    let b = gc.to_ne_bytes();
+                    libc::write(w.as_raw_fd(), b.as_ptr().cast(), b.len());
+                    libc::waitpid(gc, std::ptr::null_mut(), 0);
+                    libc::_exit(0);
+                }
+            }
+            drop(w);
+            let mut b = [0u8; 4];
+            (&File::from(r))
+                .read_exact(&mut b)
+                .expect("the child could not make user and pid namespaces");
+            let init = i32::from_ne_bytes(b);
+            // Wait until it runs in its namespace (before the unshare's
+            // fork returns, /proc may not show it there yet).
+            for _ in 0..200 {
+                if proc::is_pidns_init(init) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            NsInit { child, init }
+        }
+
+        fn record(&self) -> OwnerRecord {
+            OwnerRecord {
+                init_pid: Some(self.init),
+                pidns: proc::pidns_inode(self.init),
+                init_start: ProcStat::read(self.init).map(|s| s.start_time),
+                ..Default::default()
+            }
+        }
+    }
+
+    impl Drop for NsInit {
+        fn drop(&mut self) {
+            // SAFETY: our own child and its child.
+            unsafe {
+                libc::kill(self.init, libc::SIGKILL);
+                libc::waitpid(self.child, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_pid_namespace_init_is_proved_and_killed() {
+        let ns = NsInit::start();
+        let rec = ns.record();
+        let all = SandboxUids(vec![(0, u32::MAX)]);
+        assert_eq!(prove_init(&rec, ns.init, None, &all), Ok(()));
+        // Each fact on its own is checked.
+        let wrong_start = OwnerRecord {
+            init_start: rec.init_start.map(|s| s + 1),
+            ..rec.clone()
+        };
+        assert!(prove_init(&wrong_start, ns.init, None, &all).is_err());
+        let wrong_ns = OwnerRecord {
+            pidns: rec.pidns.map(|n| n + 1),
+            ..rec.clone()
+        };
+        assert!(prove_init(&wrong_ns, ns.init, None, &all).is_err());
+        let nobody = SandboxUids(vec![(4_000_000_000, 1)]);
+        assert!(prove_init(&rec, ns.init, None, &nobody)
+            .unwrap_err()
+            .contains("uid"));
+
+        // End to end: a dead run directory naming it gets it killed.
+        let root = std::env::temp_dir().join(format!("cbrun-gc-e2e-{}", std::process::id()));
+        let id = format!("{}1-2", super::super::state::run_prefix(&root));
+        let dir = root.join("runs").join(&id);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("owner"), serde_json::to_vec(&rec).unwrap()).unwrap();
+        let rep = gc_with(&root, None, false, &all);
+        assert_eq!(rep.errors, Vec::<String>::new());
+        assert_eq!(rep.killed_processes, 1, "{rep:?}");
+        assert_eq!(rep.removed_runs, vec![id]);
+        let gone = (0..200).any(|_| {
+            std::thread::sleep(Duration::from_millis(5));
+            ProcStat::read(ns.init).is_none_or(|s| s.is_dead())
+        });
+        assert!(gone, "gc did not kill the proved init");
+        let _ = fs::remove_dir_all(&root);
     }
 
     /// A record naming the calling process itself (its real pid namespace
