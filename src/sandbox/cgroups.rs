@@ -476,34 +476,49 @@ impl SandboxCgroup {
     /// outside before the signal is sent. So each is pinned with a pidfd,
     /// the list is read again, and only pids still listed are signalled,
     /// through their pidfd: a pidfd opened before the second read that
-    /// still names a live process names the one listed.
+    /// still names a live process names the one listed. Pids are pinned a
+    /// batch at a time, so a fork bomb cannot exhaust cbrun's descriptors.
     pub fn signal_all(&self, sig: nix::sys::signal::Signal) -> usize {
+        const BATCH: usize = 256;
         let me = std::process::id() as i32;
-        let mut pinned: Vec<(i32, PidFd)> = Vec::new();
-        let mut unpinned: Vec<i32> = Vec::new();
-        for p in self.procs().into_iter().filter(|p| *p != me) {
-            match PidFd::open(p) {
-                Ok(fd) => pinned.push((p, fd)),
-                // No pidfds before Linux 5.3: plain kill, as before.
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => unpinned.push(p),
-                Err(_) => {}
+        let pids: Vec<i32> = self.procs().into_iter().filter(|p| *p != me).collect();
+        let mut sent = 0;
+        for batch in pids.chunks(BATCH) {
+            let mut pinned: Vec<(i32, PidFd)> = Vec::with_capacity(batch.len());
+            let mut unpinned: Vec<i32> = Vec::new();
+            for &p in batch {
+                match PidFd::open(p) {
+                    Ok(fd) => pinned.push((p, fd)),
+                    // No pidfds (before Linux 5.3) or no descriptor left:
+                    // plain kill, racy as it always was.
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(libc::ENOSYS | libc::EMFILE | libc::ENFILE)
+                        ) =>
+                    {
+                        unpinned.push(p)
+                    }
+                    // Gone already.
+                    Err(_) => {}
+                }
             }
+            if pinned.is_empty() && unpinned.is_empty() {
+                continue;
+            }
+            let still = self.procs();
+            sent += pinned
+                .iter()
+                .filter(|(p, _)| still.binary_search(p).is_ok())
+                .filter(|(_, fd)| fd.signal(sig).is_ok())
+                .count();
+            sent += unpinned
+                .iter()
+                .filter(|p| still.binary_search(p).is_ok())
+                .filter(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(**p), sig).is_ok())
+                .count();
         }
-        if pinned.is_empty() && unpinned.is_empty() {
-            return 0;
-        }
-        let still = self.procs();
-        let by_fd = pinned
-            .iter()
-            .filter(|(p, _)| still.contains(p))
-            .filter(|(_, fd)| fd.signal(sig).is_ok())
-            .count();
-        let by_pid = unpinned
-            .iter()
-            .filter(|p| still.contains(p))
-            .filter(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(**p), sig).is_ok())
-            .count();
-        by_fd + by_pid
+        sent
     }
 
     /// SIGKILL everything until the cgroup is empty (bounded).
