@@ -292,11 +292,13 @@ fn kill_init(
         }
     };
     match prove_init(rec, pid, cg, uids) {
-        Ok(()) => {
+        Ok(Init::Proved) => {
             if pidfd.signal(Signal::SIGKILL).is_ok() {
                 report.killed_processes += 1;
             }
         }
+        // The recorded process is gone: its pid now names another one.
+        Ok(Init::Gone) => {}
         Err(why) => {
             // A sandbox init dying right now (its cbrun just died) loses its
             // namespace files before it becomes a zombie: not a forgery.
@@ -312,25 +314,33 @@ fn kill_init(
     }
 }
 
-/// Whether `pid` is, by everything the kernel says, the recorded init.
+/// What the kernel says of a recorded init.
+#[derive(Debug, PartialEq, Eq)]
+enum Init {
+    /// It is the run's init, alive.
+    Proved,
+    /// The pid is free or names a process started at another time: the
+    /// recorded one is gone (pids are reused), nothing to do.
+    Gone,
+}
+
+/// Whether `pid` is, by everything the kernel says, the recorded init. An
+/// error is a claim the kernel contradicts for the very process recorded
+/// (same pid, same start time): a forged or broken record.
 fn prove_init(
     rec: &OwnerRecord,
     pid: i32,
     cg: Option<&SandboxCgroup>,
     uids: &SandboxUids,
-) -> Result<(), String> {
+) -> Result<Init, String> {
     let (Some(ns), Some(start)) = (rec.pidns, rec.init_start) else {
         return Err("has no recorded pid namespace and start time".into());
     };
-    let stat = ProcStat::read(pid).ok_or("has no readable /proc stat")?;
-    if stat.is_dead() {
-        return Err("has exited".into());
-    }
-    if stat.start_time != start {
-        return Err(format!(
-            "started at tick {}, not at the recorded {start}",
-            stat.start_time
-        ));
+    let Some(stat) = ProcStat::read(pid) else {
+        return Ok(Init::Gone);
+    };
+    if stat.is_dead() || stat.start_time != start {
+        return Ok(Init::Gone);
     }
     if proc::own_pidns_inode() == Some(ns) {
         return Err("is recorded in gc's own pid namespace".into());
@@ -360,7 +370,7 @@ fn prove_init(
             return Err("is not in the run's cgroup".into());
         }
     }
-    Ok(())
+    Ok(Init::Proved)
 }
 
 /// Kill everything in one of this user's sandbox cgroups and remove it.
@@ -524,13 +534,17 @@ mod tests {
         let ns = NsInit::start();
         let rec = ns.record();
         let all = SandboxUids(vec![(0, u32::MAX)]);
-        assert_eq!(prove_init(&rec, ns.init, None, &all), Ok(()));
-        // Each fact on its own is checked.
+        assert_eq!(prove_init(&rec, ns.init, None, &all), Ok(Init::Proved));
+        // Each fact on its own is checked; another start time is another
+        // process (the recorded one is gone).
         let wrong_start = OwnerRecord {
             init_start: rec.init_start.map(|s| s + 1),
             ..rec.clone()
         };
-        assert!(prove_init(&wrong_start, ns.init, None, &all).is_err());
+        assert_eq!(
+            prove_init(&wrong_start, ns.init, None, &all),
+            Ok(Init::Gone)
+        );
         let wrong_ns = OwnerRecord {
             pidns: rec.pidns.map(|n| n + 1),
             ..rec.clone()
@@ -582,8 +596,6 @@ mod tests {
             init_start: Some(1),
             ..rec
         };
-        assert!(prove_init(&rec, me, None, &uids)
-            .unwrap_err()
-            .contains("started"));
+        assert_eq!(prove_init(&rec, me, None, &uids), Ok(Init::Gone));
     }
 }
