@@ -959,8 +959,8 @@ fn children_of(pid: u32) -> Vec<u32> {
 }
 
 /// A dead run directory with a forged owner record, as the user owns them.
-fn forge_run(who: Who, name: &str, record: &Value) -> PathBuf {
-    let dir = who.runs_dir().join(name);
+fn forge_run(who: Who, runs: &std::path::Path, name: &str, record: &Value) -> PathBuf {
+    let dir = runs.join(name);
     fs::create_dir_all(&dir).unwrap();
     let owner = dir.join("owner");
     fs::write(&owner, record.to_string()).unwrap();
@@ -1011,9 +1011,18 @@ impl Drop for VictimCgroup {
 
 fn forged_records(who: Who) {
     let ctx = Ctx::new(who, "forged-records");
-    // This state root's run-id prefix, from a real run.
-    let id = ctx.run(&[], &["true"]).id();
+    // A state root of the test's own: other cbruns on the host (using the
+    // default one) must not collect the forged records before this test's
+    // cbrun does.
+    let state = ctx.out.join("state");
+    let state_s = state.to_str().unwrap().to_owned();
+    let env = [("CBRUN_STATE_DIR", state_s.as_str())];
+    let runs = state.join("runs");
+    // Its run-id prefix, from a real run.
+    let id = ctx.run_env(&[], &["true"], &env).id();
     let prefix = id[..id.find('-').unwrap() + 1].to_owned();
+    // Numbers no pid reaches (pid_max is at most 2^22), so that no test's
+    // leftover check takes these for its own.
     let fake = |n: u32| format!("{prefix}7fff{n:04x}-0badc0de0");
 
     let mut victims: Vec<(String, Victim)> = Vec::new();
@@ -1067,15 +1076,13 @@ fn forged_records(who: Who) {
         victims.push(("pid-namespace init".into(), v));
     }
     // 3. Cgroup names that leave cbrun's base or name what is not a run.
-    let other_prefix = if prefix.starts_with("cbffff") {
-        "cbfffe-"
-    } else {
-        "cbffff-"
-    };
+    // Another state root's prefix (not hex, so that no leftover check
+    // parses it as a pid).
+    let other_prefix = "cbq000-";
     if who.has_cgroup() {
         let bases = who.cgroup_bases();
         let marker = ctx.marker("victim-cg");
-        let other = format!("{other_prefix}1-2");
+        let other = format!("{other_prefix}7fff0001-7fff0002");
         let sibling: Vec<PathBuf> = bases
             .iter()
             .map(|b| b.parent().unwrap().join(&marker))
@@ -1113,7 +1120,7 @@ fn forged_records(who: Who) {
         }
         // A run directory of another state root, naming its own cgroup.
         let v = Victim::start(who, &["sleep", "600"]);
-        let name = format!("{other_prefix}3-4");
+        let name = format!("{other_prefix}7fff0003-7fff0004");
         let vc = VictimCgroup::new(bases.iter().map(|b| b.join(&name)).collect(), &v);
         forged.push((name.clone(), json!({"cbrun_pid": 1, "cgroup": name})));
         cgroups.push((name.clone(), vc, victims.len()));
@@ -1121,8 +1128,8 @@ fn forged_records(who: Who) {
     }
     let plant = |forged: &[(String, Value)]| {
         for (name, rec) in forged {
-            if !who.runs_dir().join(name).exists() {
-                forge_run(who, name, rec);
+            if !runs.join(name).exists() {
+                forge_run(who, &runs, name, rec);
             }
         }
     };
@@ -1145,7 +1152,10 @@ fn forged_records(who: Who) {
     };
 
     plant(&forged);
-    let g = ctx.cbrun(&["gc", "--json"]);
+    let gc_args: Vec<String> = vec!["gc".into(), "--json".into()];
+    let g = ctx
+        .spawn_args(&gc_args, &env, None)
+        .wait(common::DEFAULT_DEADLINE);
     check("cbrun gc");
     g.assert_code(1, "cbrun gc with forged records must report them");
     let rep = g.stdout_json();
@@ -1174,12 +1184,12 @@ fn forged_records(who: Who) {
 
     // Again, through the gc every `sandbox run` does first.
     plant(&forged);
-    let r = ctx.run(&[], &["true"]);
+    let r = ctx.run_env(&[], &["true"], &env);
     r.assert_code(0, "a sandbox run after forging records");
     check("the gc of `cbrun sandbox run`");
 
     for (name, _) in &forged {
-        let _ = fs::remove_dir_all(who.runs_dir().join(name));
+        let _ = fs::remove_dir_all(runs.join(name));
     }
     drop(cgroups);
     drop(victims);
