@@ -448,6 +448,10 @@ fn syscalls(who: Who) {
         "x32_getpid",
         "x32_unshare",
         "control_thread",
+        "pidfd_getfd",
+        "kcmp",
+        "socket_vsock",
+        "control_socket_inet",
     ] {
         assert!(v.get(key).is_some(), "probe {key} missing from the output");
     }
@@ -535,6 +539,14 @@ fn seccomp_off(who: Who) {
     assert_ne!(
         v["unshare_none"]["errname"], "EPERM",
         "probe check: unfiltered unshare(0) should succeed"
+    );
+    assert_eq!(
+        v["pidfd_getfd"]["errname"], "EBADF",
+        "probe check: unfiltered pidfd_getfd(own pidfd, -1) should be EBADF"
+    );
+    assert_eq!(
+        v["kcmp"]["errname"], "",
+        "probe check: unfiltered kcmp of a file with itself should succeed"
     );
     let differing = probe_failures(&v).len();
     assert!(

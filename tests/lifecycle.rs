@@ -1,12 +1,18 @@
 //! Lifecycle: timeouts, interrupts, SIGKILL of cbrun + gc, and many runs in
-//! a row, each checked for leftovers (run dirs, cgroups, processes, mounts).
+//! a row, each checked for leftovers (run dirs, cgroups, processes, mounts);
+//! and gc attacked with forged owner records, which must not aim it at host
+//! processes or cgroups.
 
 mod common;
 
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{live_procs_with_arg, wait_until, Ctx, Proc, Who};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// Wait until the sandbox's `sleep MARKER` shows up on the host.
 fn sleeper(marker: &str) -> Proc {
@@ -345,4 +351,344 @@ fn failed_build_spares_host_root() {
 #[test]
 fn failed_build_spares_host_undelegated_user() {
     failed_build_spares_host(Who::Undelegated);
+}
+
+// ------------------------------------------------------ forged owner records
+
+/// A process started by the test as `who` (a victim gc must not touch).
+struct Victim {
+    child: Child,
+    /// The process a record names (for `unshare --pid --fork`, its child).
+    pid: u32,
+}
+
+impl Victim {
+    fn start(who: Who, args: &[&str]) -> Victim {
+        let mut cmd = if who == Who::Root {
+            let mut c = Command::new(args[0]);
+            c.args(&args[1..]);
+            c
+        } else {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={}", who.uid()))
+                .arg(format!("--regid={}", who.uid()))
+                .args(["--clear-groups", "--"])
+                .args(args);
+            c
+        };
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting a victim process");
+        let top = child.id();
+        let mut pid = top;
+        // setpriv execs; unshare --fork has a child that is the sleep.
+        assert!(
+            wait_until(Duration::from_secs(5), || {
+                let sleeping = |p: u32| {
+                    Proc::read(p)
+                        .map(|x| x.argv.first().is_some_and(|a| a.ends_with("sleep")))
+                        .unwrap_or(false)
+                };
+                if sleeping(top) {
+                    pid = top;
+                    return true;
+                }
+                if let Some(c) = children_of(top).into_iter().find(|c| sleeping(*c)) {
+                    pid = c;
+                    return true;
+                }
+                false
+            }),
+            "victim {args:?} never started sleeping"
+        );
+        Victim { child, pid }
+    }
+
+    fn alive(&self) -> bool {
+        Proc::read(self.pid).map(|p| p.alive()).unwrap_or(false)
+    }
+
+    fn pidns(&self) -> u64 {
+        fs::metadata(format!("/proc/{}/ns/pid", self.pid))
+            .unwrap()
+            .ino()
+    }
+
+    fn start_time(&self) -> u64 {
+        let stat = fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap();
+        let rest = &stat[stat.rfind(')').unwrap() + 1..];
+        rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Victim {
+    fn drop(&mut self) {
+        common::send_signal(self.pid, "KILL");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    common::all_procs()
+        .into_iter()
+        .filter(|p| p.ppid == pid)
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// A dead run directory with a forged owner record, as the user owns them.
+fn forge_run(who: Who, runs: &std::path::Path, name: &str, record: &Value) -> PathBuf {
+    let dir = runs.join(name);
+    fs::create_dir_all(&dir).unwrap();
+    let owner = dir.join("owner");
+    fs::write(&owner, record.to_string()).unwrap();
+    for p in [&dir, &owner] {
+        std::os::unix::fs::chown(p, Some(who.uid()), Some(who.uid())).unwrap();
+    }
+    dir
+}
+
+/// A cgroup outside cbrun's reach with a victim in it, in every limit
+/// hierarchy; removed (after killing the victim) on drop.
+struct VictimCgroup {
+    dirs: Vec<PathBuf>,
+}
+
+impl VictimCgroup {
+    fn new(dirs: Vec<PathBuf>, victim: &Victim) -> VictimCgroup {
+        for d in &dirs {
+            fs::create_dir_all(d).unwrap();
+            fs::write(d.join("cgroup.procs"), victim.pid.to_string()).unwrap();
+        }
+        VictimCgroup { dirs }
+    }
+
+    fn intact(&self, victim: &Victim) -> bool {
+        self.dirs.iter().all(|d| {
+            fs::read_to_string(d.join("cgroup.procs"))
+                .map(|s| s.lines().any(|l| l.trim() == victim.pid.to_string()))
+                .unwrap_or(false)
+        })
+    }
+}
+
+impl Drop for VictimCgroup {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            if let Ok(s) = fs::read_to_string(d.join("cgroup.procs")) {
+                for p in s.lines() {
+                    common::send_signal(p.trim().parse().unwrap_or(0), "KILL");
+                }
+            }
+            let _ = wait_until(Duration::from_secs(2), || {
+                fs::remove_dir(d).is_ok() || !d.exists()
+            });
+        }
+    }
+}
+
+fn forged_records(who: Who) {
+    let ctx = Ctx::new(who, "forged-records");
+    // A state root of the test's own: other cbruns on the host (using the
+    // default one) must not collect the forged records before this test's
+    // cbrun does.
+    let state = ctx.out.join("state");
+    let state_s = state.to_str().unwrap().to_owned();
+    let env = [("CBRUN_STATE_DIR", state_s.as_str())];
+    let runs = state.join("runs");
+    // Its run-id prefix, from a real run.
+    let id = ctx.run_env(&[], &["true"], &env).id();
+    let prefix = id[..id.find('-').unwrap() + 1].to_owned();
+    // Numbers no pid reaches (pid_max is at most 2^22), so that no test's
+    // leftover check takes these for its own.
+    let fake = |n: u32| format!("{prefix}7fff{n:04x}-0badc0de0");
+
+    let mut victims: Vec<(String, Victim)> = Vec::new();
+    // (run dir name, record): planted before each gc.
+    let mut forged: Vec<(String, Value)> = Vec::new();
+    // (cgroup name in the record, victim cgroup, index into victims)
+    let mut cgroups: Vec<(String, VictimCgroup, usize)> = Vec::new();
+
+    // 1. A host process in the host's pid namespace, named with its real
+    //    pid namespace and start time; once without, once with a cgroup.
+    for (i, with_cgroup) in [false, true].into_iter().enumerate() {
+        let v = Victim::start(who, &["sleep", "600"]);
+        let name = fake(i as u32);
+        let rec = json!({
+            "cbrun_pid": 1, "init_pid": v.pid, "pidns": v.pidns(),
+            "init_start": v.start_time(),
+            "cgroup": if with_cgroup { json!(name) } else { Value::Null },
+        });
+        forged.push((name, rec));
+        victims.push((format!("host sleep, cgroup={with_cgroup}"), v));
+    }
+    // 2. pid 1 of a pid namespace of its own, running as the user: every
+    //    fact but the cgroup membership (and, for root, the uid range)
+    //    matches. Without cgroups nothing else tells it from a sandbox's
+    //    init; see the report on that case.
+    if who.has_cgroup() {
+        let args: &[&str] = if who == Who::Root {
+            &["unshare", "--pid", "--fork", "--kill-child", "sleep", "600"]
+        } else {
+            &[
+                "unshare",
+                "--user",
+                "--map-root-user",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "sleep",
+                "600",
+            ]
+        };
+        let v = Victim::start(who, args);
+        for (n, cg) in [(2, true), (3, false)] {
+            let name = fake(n);
+            let rec = json!({
+                "cbrun_pid": 1, "init_pid": v.pid, "pidns": v.pidns(),
+                "init_start": v.start_time(),
+                "cgroup": if cg { json!(name) } else { Value::Null },
+            });
+            forged.push((name, rec));
+        }
+        victims.push(("pid-namespace init".into(), v));
+    }
+    // 3. Cgroup names that leave cbrun's base or name what is not a run.
+    // Another state root's prefix (not hex, so that no leftover check
+    // parses it as a pid).
+    let other_prefix = "cbq000-";
+    if who.has_cgroup() {
+        let bases = who.cgroup_bases();
+        let marker = ctx.marker("victim-cg");
+        let other = format!("{other_prefix}7fff0001-7fff0002");
+        let sibling: Vec<PathBuf> = bases
+            .iter()
+            .map(|b| b.parent().unwrap().join(&marker))
+            .collect();
+        let abs = sibling[0].display().to_string();
+        let mut targets: Vec<(String, Vec<PathBuf>)> = vec![
+            (format!("../{marker}"), sibling.clone()),
+            (abs, sibling),
+            (
+                other.clone(),
+                bases.iter().map(|b| b.join(&other)).collect(),
+            ),
+            (
+                "evil".into(),
+                bases.iter().map(|b| b.join("evil")).collect(),
+            ),
+        ];
+        if who != Who::Root {
+            // Where the user's own cbrun processes wait.
+            targets.push((
+                "parking".into(),
+                bases.iter().map(|b| b.join("parking")).collect(),
+            ));
+        }
+        for (i, (cg_name, dirs)) in targets.into_iter().enumerate() {
+            let v = Victim::start(who, &["sleep", "600"]);
+            let vc = VictimCgroup::new(dirs, &v);
+            let name = fake(10 + i as u32);
+            forged.push((name, json!({"cbrun_pid": 1, "cgroup": cg_name})));
+            cgroups.push((cg_name, vc, victims.len()));
+            victims.push((
+                format!("in a cgroup named by {}", forged.last().unwrap().0),
+                v,
+            ));
+        }
+        // A run directory of another state root, naming its own cgroup.
+        let v = Victim::start(who, &["sleep", "600"]);
+        let name = format!("{other_prefix}7fff0003-7fff0004");
+        let vc = VictimCgroup::new(bases.iter().map(|b| b.join(&name)).collect(), &v);
+        forged.push((name.clone(), json!({"cbrun_pid": 1, "cgroup": name})));
+        cgroups.push((name.clone(), vc, victims.len()));
+        victims.push((format!("another state root's run {name}"), v));
+    }
+    let plant = |forged: &[(String, Value)]| {
+        for (name, rec) in forged {
+            if !runs.join(name).exists() {
+                forge_run(who, &runs, name, rec);
+            }
+        }
+    };
+    let check = |after: &str| {
+        std::thread::sleep(Duration::from_millis(300));
+        for (what, v) in &victims {
+            assert!(
+                v.alive(),
+                "attack: {after} killed a host process named by a forged owner record ({what}, {})",
+                who.label()
+            );
+        }
+        for (cg_name, vc, vi) in &cgroups {
+            assert!(
+                vc.intact(&victims[*vi].1),
+                "attack: {after} removed or emptied cgroup {cg_name:?} named by a forged record ({})",
+                who.label()
+            );
+        }
+    };
+
+    plant(&forged);
+    let gc_args: Vec<String> = vec!["gc".into(), "--json".into()];
+    let g = ctx
+        .spawn_args(&gc_args, &env, None)
+        .wait(common::DEFAULT_DEADLINE);
+    check("cbrun gc");
+    g.assert_code(1, "cbrun gc with forged records must report them");
+    let rep = g.stdout_json();
+    let errors: Vec<String> = rep["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_owned())
+        .collect();
+    for (name, _) in &forged {
+        assert!(
+            errors.iter().any(|e| e.contains(name.as_str())),
+            "gc must name the forged run {name} in its errors: {errors:#?}"
+        );
+    }
+    assert!(
+        errors.iter().any(|e| e.contains("owner: init_pid:")),
+        "gc errors must name the file and field: {errors:#?}"
+    );
+    if who.has_cgroup() {
+        assert!(
+            errors.iter().any(|e| e.contains("owner: cgroup:")),
+            "gc errors must name the file and field: {errors:#?}"
+        );
+    }
+
+    // Again, through the gc every `sandbox run` does first.
+    plant(&forged);
+    let r = ctx.run_env(&[], &["true"], &env);
+    r.assert_code(0, "a sandbox run after forging records");
+    check("the gc of `cbrun sandbox run`");
+
+    for (name, _) in &forged {
+        let _ = fs::remove_dir_all(runs.join(name));
+    }
+    drop(cgroups);
+    drop(victims);
+    ctx.assert_clean("forged owner records");
+}
+
+#[test]
+fn gc_trusts_no_owner_record_root() {
+    forged_records(Who::Root);
+}
+
+#[test]
+fn gc_trusts_no_owner_record_delegated_user() {
+    forged_records(Who::Delegated);
+}
+
+#[test]
+fn gc_trusts_no_owner_record_undelegated_user() {
+    forged_records(Who::Undelegated);
 }

@@ -84,18 +84,19 @@ impl ShimKind {
     }
 }
 
-static ENTERED: OnceLock<Result<ShimKind, String>> = OnceLock::new();
+/// The outcome of the one attempt: the failed step and its cause.
+static ENTERED: OnceLock<Result<ShimKind, (&'static str, io::ErrorKind, String)>> = OnceLock::new();
 
 /// Enter the private view once per process. Must run while cbrun is
 /// single-threaded. After this, cbrun is uid 0 of its own user namespace
-/// when it was not real root.
+/// when it was not real root. A failure is remembered and repeated as is.
 pub fn ensure(host: &CgroupHost) -> Result<ShimKind, ShimError> {
     ENTERED
-        .get_or_init(|| enter(host).map_err(|e| e.to_string()))
+        .get_or_init(|| enter(host).map_err(|e| (e.step, e.source.kind(), e.source.to_string())))
         .clone()
-        .map_err(|m| ShimError {
-            step: "earlier attempt",
-            source: io::Error::other(m),
+        .map_err(|(step, kind, msg)| ShimError {
+            step,
+            source: io::Error::new(kind, msg),
         })
 }
 

@@ -22,7 +22,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::config::Limits;
+use super::state::RunId;
 use crate::host::cgroup::{CgroupHost, Layout, LIMIT_CONTROLLERS};
+use crate::sys::proc::PidFd;
 
 /// Limits as the kernel reports them after they were written.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -199,9 +201,9 @@ impl CgroupRoots {
     /// `controllers` (v1; a cgroup2 tree has one hierarchy for all). A v1
     /// cgroup costs a directory of control files to make and remove, so
     /// hierarchies no limit needs are left out.
-    pub fn create(&self, name: &str, controllers: &[&str]) -> io::Result<SandboxCgroup> {
+    pub fn create(&self, name: &RunId, controllers: &[&str]) -> io::Result<SandboxCgroup> {
         let mut dirs = Vec::new();
-        let cname = CString::new(name)
+        let cname = CString::new(name.as_str())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
         for (i, h) in self.hier.iter().enumerate() {
             if self.v1
@@ -216,7 +218,7 @@ impl CgroupRoots {
                 let e = io::Error::last_os_error();
                 let cg = SandboxCgroup {
                     v1: self.v1,
-                    name: name.to_owned(),
+                    name: name.to_string(),
                     dirs,
                 };
                 let _ = cg.remove(self);
@@ -233,26 +235,32 @@ impl CgroupRoots {
         }
         Ok(SandboxCgroup {
             v1: self.v1,
-            name: name.to_owned(),
+            name: name.to_string(),
             dirs,
         })
     }
 
     /// Reopen an existing cgroup (for gc); missing hierarchies are skipped.
-    pub fn existing(&self, name: &str) -> SandboxCgroup {
+    /// Only a [`RunId`] names one: a single path component under the base,
+    /// never `..` or an absolute path, which `openat` would follow out of it.
+    pub fn existing(&self, name: &RunId) -> SandboxCgroup {
         let dirs = self
             .hier
             .iter()
             .enumerate()
             .filter_map(|(i, h)| {
-                openat(&h.base, name, libc::O_RDONLY | libc::O_DIRECTORY)
-                    .ok()
-                    .map(|f| (i, OwnedFd::from(f)))
+                openat(
+                    &h.base,
+                    name,
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                )
+                .ok()
+                .map(|f| (i, OwnedFd::from(f)))
             })
             .collect();
         SandboxCgroup {
             v1: self.v1,
-            name: name.to_owned(),
+            name: name.to_string(),
             dirs,
         }
     }
@@ -463,13 +471,54 @@ impl SandboxCgroup {
     }
 
     /// Send `sig` to every process in the cgroup; returns how many.
+    ///
+    /// A pid read from `cgroup.procs` may exit and be reused by a process
+    /// outside before the signal is sent. So each is pinned with a pidfd,
+    /// the list is read again, and only pids still listed are signalled,
+    /// through their pidfd: a pidfd opened before the second read that
+    /// still names a live process names the one listed. Pids are pinned a
+    /// batch at a time, so a fork bomb cannot exhaust cbrun's descriptors.
     pub fn signal_all(&self, sig: nix::sys::signal::Signal) -> usize {
+        const BATCH: usize = 256;
         let me = std::process::id() as i32;
-        self.procs()
-            .into_iter()
-            .filter(|p| *p != me)
-            .filter(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), sig).is_ok())
-            .count()
+        let pids: Vec<i32> = self.procs().into_iter().filter(|p| *p != me).collect();
+        let mut sent = 0;
+        for batch in pids.chunks(BATCH) {
+            let mut pinned: Vec<(i32, PidFd)> = Vec::with_capacity(batch.len());
+            let mut unpinned: Vec<i32> = Vec::new();
+            for &p in batch {
+                match PidFd::open(p) {
+                    Ok(fd) => pinned.push((p, fd)),
+                    // No pidfds (before Linux 5.3) or no descriptor left:
+                    // plain kill, racy as it always was.
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(libc::ENOSYS | libc::EMFILE | libc::ENFILE)
+                        ) =>
+                    {
+                        unpinned.push(p)
+                    }
+                    // Gone already.
+                    Err(_) => {}
+                }
+            }
+            if pinned.is_empty() && unpinned.is_empty() {
+                continue;
+            }
+            let still = self.procs();
+            sent += pinned
+                .iter()
+                .filter(|(p, _)| still.binary_search(p).is_ok())
+                .filter(|(_, fd)| fd.signal(sig).is_ok())
+                .count();
+            sent += unpinned
+                .iter()
+                .filter(|p| still.binary_search(p).is_ok())
+                .filter(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(**p), sig).is_ok())
+                .count();
+        }
+        sent
     }
 
     /// SIGKILL everything until the cgroup is empty (bounded).

@@ -7,6 +7,15 @@
 //! and exits with the command's status (128+N when a signal N killed it).
 //! When it exits, the kernel kills whatever is left in the pid namespace,
 //! exactly as when the command itself was pid 1.
+//!
+//! Being a fork of cbrun that never execs, pid 1 still holds a copy of
+//! cbrun's memory: its host command line and environment, its heap. Before
+//! the command exists, pid 1 overwrites its argument and environment
+//! strings and makes itself non-dumpable, so that nothing in the sandbox
+//! can read `/proc/1/environ`, `/proc/1/mem`, `/proc/1/fd` or take its
+//! descriptors (`pidfd_getfd`): those need CAP_SYS_PTRACE over the host's
+//! user namespace once the process is not dumpable. The command gets an
+//! ordinary dumpable process back at its execve.
 
 use std::ffi::CString;
 
@@ -36,6 +45,12 @@ pub fn run_as_init(path: &CString, args: &[CString]) -> ! {
     // Blocked before the fork so no signal is lost in between; the child
     // unblocks everything before exec.
     let _ = waited.thread_block();
+    if let Err(e) = crate::sys::proc::scrub_cmdline_environ()
+        .and_then(|()| crate::sys::proc::set_non_dumpable())
+    {
+        eprintln!("cbrun: init: hiding cbrun's memory from the sandbox: {e}");
+        std::process::exit(super::outcome::exit::CBRUN_ERROR);
+    }
     let child = match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             let _ = SigSet::empty().thread_set_mask();

@@ -5,6 +5,7 @@ pub mod cgroupfs_shim;
 pub mod cgroups;
 pub mod config;
 pub mod executor;
+pub mod gc;
 pub mod idmap;
 pub mod init;
 pub mod outcome;

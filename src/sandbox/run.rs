@@ -210,7 +210,12 @@ pub fn run_with(
     .map_err(|e| RunError::Os(format!("signalfd: {e}")))?;
 
     // Leftovers of runs whose cbrun died: cheap when there are none.
-    state::gc(&host.state_root, host.roots.as_deref(), false);
+    state::gc_with(
+        &host.state_root,
+        host.roots.as_deref(),
+        false,
+        &super::gc::sandbox_uids(&host.mapping),
+    );
 
     let wants_limits =
         cfg.limits.memory.is_some() || cfg.limits.pids.is_some() || cfg.limits.cpus.is_some();
@@ -315,7 +320,7 @@ fn run_in(
             let cg = r
                 .create(&rd.id, &cgroup_controllers(&cfg.limits))
                 .map_err(|e| RunError::Setup(format!("cgroup: {e}")))?;
-            rd.record.cgroup = Some(rd.id.clone());
+            rd.record.cgroup = Some(rd.id.to_string());
             rd.save()?;
             Some(cg)
         }
@@ -436,7 +441,7 @@ fn run_in(
         path: lc_root.clone(),
         source,
     })?;
-    let mut builder = ContainerBuilder::new(rd.id.clone(), SyscallType::default())
+    let mut builder = ContainerBuilder::new(rd.id.to_string(), SyscallType::default())
         .with_root_path(&lc_root)
         .map_err(|e| RunError::Setup(e.to_string()))?
         .with_executor(executor);
@@ -473,8 +478,11 @@ fn run_in(
         return Err(RunError::Setup("container has no init pid".into()));
     };
     let init_guard = InitGuard(init);
+    // What gc needs to prove, after a crash, that a pid is this sandbox's
+    // init: its pid namespace and its start time.
     rd.record.init_pid = Some(init.as_raw());
-    rd.record.pidns = state::pidns_inode(init.as_raw());
+    rd.record.pidns = crate::sys::proc::pidns_inode(init.as_raw());
+    rd.record.init_start = crate::sys::proc::ProcStat::read(init.as_raw()).map(|s| s.start_time);
     let _ = rd.save();
 
     // Limits go in now, before the command starts; then read them back as
@@ -565,7 +573,7 @@ fn run_in(
     };
 
     Ok(Outcome {
-        id: rd.id.clone(),
+        id: rd.id.to_string(),
         command: cfg.command.clone(),
         exit_code,
         signal,

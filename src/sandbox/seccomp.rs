@@ -2,9 +2,17 @@
 //!
 //! The default profile is a deny-list: everything is allowed except syscalls
 //! that reach kernel attack surface a coding agent never needs (keyrings, BPF,
-//! modules, mounts, namespaces, io_uring, ptrace, ...). Denied calls fail with
-//! `EPERM` (`clone3` with `ENOSYS`) rather than killing the process, so tools
-//! that probe for features degrade gracefully.
+//! modules, mounts, namespaces, io_uring, ptrace and the other calls that
+//! reach into another process's descriptors or memory, ...). Denied calls
+//! fail with `EPERM` (`clone3` with `ENOSYS`) rather than killing the
+//! process, so tools that probe for features degrade gracefully.
+//!
+//! Sockets are the one allow-list: `socket` and `socketpair` work only for
+//! the families a network namespace confines (unix, IPv4, IPv6, netlink,
+//! packet). The rest either ignore network namespaces (vsock reaches the
+//! hypervisor's services from inside `--net none`) or are rarely used
+//! kernel surface (Bluetooth, AF_ALG, AF_KEY, TIPC, RDS, ...); they fail with
+//! `EAFNOSUPPORT`, what a kernel without them answers, so programs fall back.
 //!
 //! Compilation happens in the parent (it allocates); [`SeccompProgram::install`]
 //! runs in the forked child right before `execve` and does not allocate.
@@ -15,13 +23,18 @@
 //! hand-built prologue  arch != native        -> KILL_PROCESS
 //!                      x32 nr (x86_64 only)  -> ERRNO(EPERM)   (nr >= 0x40000000 except -1)
 //!                      clone3                -> ERRNO(ENOSYS)
+//! hand-built deny      one compare per unconditional deny -> shared ERRNO(EPERM)
+//! hand-built sockets   socket, socketpair: family allowed -> ALLOW
+//!                                          other family   -> ERRNO(EAFNOSUPPORT)
 //! seccompiler body     arch != native        -> KILL_PROCESS (its own check, now redundant)
-//!                      deny rules            -> ERRNO(EPERM)
+//!                      argument rules        -> ERRNO(EPERM)   (clone, personality, ioctl)
 //!                      everything else       -> ALLOW
 //! ```
 //!
 //! Classic BPF only jumps forward, relative to the next instruction, so
-//! prepending the prologue leaves seccompiler's jump offsets valid.
+//! prepending the hand-built parts leaves seccompiler's jump offsets valid.
+//! Every syscall walks the prologue and the deny chain, so they are kept to
+//! one instruction per check; the socket block costs other syscalls two.
 
 #![cfg_attr(
     not(any(target_arch = "x86_64", target_arch = "aarch64")),
@@ -146,6 +159,25 @@ const BPF_MAXINSNS: usize = 4096;
 #[cfg(target_arch = "x86_64")]
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
+/// Low 32 bits of `args[0]`. seccomp_data's args are native-endian u64s at
+/// offset 16; the socket family is an `int`, so the kernel looks at those
+/// 32 bits only (and so must the filter, or high bits would dodge it).
+#[cfg(target_endian = "little")]
+const OFF_ARG0_LO: u32 = 16;
+
+/// Socket families `socket`/`socketpair` may create: each lives in a
+/// network namespace (unix: abstract names are per netns, paths per mount
+/// namespace; netlink sockets talk to their own netns; packet sockets also
+/// need CAP_NET_RAW, which no sandbox process holds). Everything else gets
+/// EAFNOSUPPORT.
+const SOCKET_FAMILIES: &[(&str, u32)] = &[
+    ("AF_UNIX", libc::AF_UNIX as u32),
+    ("AF_INET", libc::AF_INET as u32),
+    ("AF_INET6", libc::AF_INET6 as u32),
+    ("AF_NETLINK", libc::AF_NETLINK as u32),
+    ("AF_PACKET", libc::AF_PACKET as u32),
+];
+
 const CLONE_NS_FLAGS: &[(&str, u64)] = &[
     ("CLONE_NEWTIME", 0x0000_0080),
     ("CLONE_NEWNS", 0x0002_0000),
@@ -235,10 +267,31 @@ fn deny_always() -> Vec<(&'static str, i64)> {
         ("io_uring_setup", libc::SYS_io_uring_setup),
         ("io_uring_enter", libc::SYS_io_uring_enter),
         ("io_uring_register", libc::SYS_io_uring_register),
-        // Inspecting / modifying other processes.
+        // Reaching into another process: its memory, its descriptors, its
+        // kernel objects. Inside one sandbox every process is the same
+        // principal, but the `--init` pid 1 is a fork of cbrun (it is made
+        // non-dumpable, which already refuses these; this is the second
+        // wall), and none of these has a use in a build or a test run.
         ("ptrace", libc::SYS_ptrace),
         ("process_vm_readv", libc::SYS_process_vm_readv),
         ("process_vm_writev", libc::SYS_process_vm_writev),
+        // Copies a descriptor out of another process: how a sandbox once
+        // took cbrun's cgroup and state-file descriptors from pid 1.
+        ("pidfd_getfd", libc::SYS_pidfd_getfd),
+        // Advice on / reaping of another process's memory.
+        ("process_madvise", libc::SYS_process_madvise),
+        ("process_mrelease", libc::SYS_process_mrelease),
+        // Compares two processes' files, memory maps and other kernel
+        // objects: an oracle on another process's descriptor table (and,
+        // on old kernels, on kernel pointer order); only checkpointing
+        // tools use it.
+        ("kcmp", libc::SYS_kcmp),
+        // Kept, on purpose: pidfd_open, pidfd_send_signal, kill and the
+        // other pid-taking calls are confined by the pid namespace like
+        // kill(2); move_pages and migrate_pages only move another
+        // process's pages between NUMA nodes (same ptrace-read check) and
+        // hwloc/libnuma call them on the caller itself; get_robust_list
+        // returns a pointer, not memory.
         // Host administration.
         ("swapon", libc::SYS_swapon),
         ("swapoff", libc::SYS_swapoff),
@@ -255,9 +308,6 @@ fn deny_always() -> Vec<(&'static str, i64)> {
         ("adjtimex", libc::SYS_adjtimex),
         ("vhangup", libc::SYS_vhangup),
         ("nfsservctl", libc::SYS_nfsservctl),
-        // kcmp is deliberately allowed: it needs ptrace-read access to both
-        // processes and only compares kernel object identities (used by CRIU
-        // and some runtimes), so it adds little surface.
     ];
     v.extend_from_slice(arch::EXTRA_DENY);
     v
@@ -351,6 +401,38 @@ fn deny_chain(deny: &[(&'static str, i64)]) -> Result<Vec<libc::sock_filter>, Se
     Ok(p)
 }
 
+/// `socket` and `socketpair` with an allowed family return ALLOW at once
+/// (they have no other rule); any other family returns EAFNOSUPPORT. Other
+/// syscalls pass through after two compares with the syscall number still
+/// in the accumulator (seccompiler's body reloads what it needs anyway).
+fn socket_block() -> Result<Vec<libc::sock_filter>, SeccompError> {
+    let nr = |name: &'static str, v: i64| {
+        u32::try_from(v).map_err(|_| SeccompError::BadNumber { syscall: name })
+    };
+    let n = SOCKET_FAMILIES.len();
+    // Instructions after the two syscall compares: the load, one compare
+    // per family, two returns.
+    let rest = u8::try_from(n + 3).map_err(|_| SeccompError::DenyListTooLong(n))?;
+    let mut p = vec![
+        jump(BPF_JMP_JEQ_K, nr("socket", libc::SYS_socket)?, 1, 0),
+        jump(
+            BPF_JMP_JEQ_K,
+            nr("socketpair", libc::SYS_socketpair)?,
+            0,
+            rest,
+        ),
+        stmt(BPF_LD_W_ABS, OFF_ARG0_LO),
+    ];
+    for (i, (_, family)) in SOCKET_FAMILIES.iter().enumerate() {
+        // From compare i, the ALLOW is n - i instructions ahead.
+        let to_allow = u8::try_from(n - i).map_err(|_| SeccompError::DenyListTooLong(n))?;
+        p.push(jump(BPF_JMP_JEQ_K, *family, to_allow, 0));
+    }
+    p.push(stmt(BPF_RET_K, ret_errno(libc::EAFNOSUPPORT)));
+    p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
+    Ok(p)
+}
+
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn native_arch() -> Result<(TargetArch, u32, &'static str), SeccompError> {
     Ok((arch::TARGET, arch::AUDIT, arch::NAME))
@@ -391,6 +473,11 @@ impl SeccompProgram {
         for (name, _) in &deny {
             describe.push(format!("{name}: EPERM"));
         }
+        let families: Vec<&str> = SOCKET_FAMILIES.iter().map(|(n, _)| *n).collect();
+        describe.push(format!(
+            "socket,socketpair(family not in {{{}}}): EAFNOSUPPORT",
+            families.join(",")
+        ));
 
         // clone: one rule per namespace flag; rules of a syscall are OR-ed,
         // so any single flag triggers the deny. (CLONE_NEWTIME, 0x80, lies in
@@ -447,6 +534,7 @@ impl SeccompProgram {
 
         let mut program = prologue(audit_arch);
         program.extend(deny_chain(&deny)?);
+        program.extend(socket_block()?);
         program.extend(body.into_iter().map(|i| libc::sock_filter {
             code: i.code,
             jt: i.jt,
@@ -624,7 +712,18 @@ mod tests {
         assert!(d.iter().any(|r| r.starts_with("clone(flags&")));
         assert!(d.iter().any(|r| r.starts_with("personality(")));
         assert!(d.iter().any(|r| r.starts_with("ioctl(")));
-        assert!(!d.iter().any(|r| r.starts_with("kcmp")));
+        for needle in [
+            "kcmp: EPERM",
+            "pidfd_getfd: EPERM",
+            "process_madvise: EPERM",
+        ] {
+            assert!(d.iter().any(|r| r == needle), "missing {needle}: {d:?}");
+        }
+        assert!(
+            d.iter().any(|r| r
+                == "socket,socketpair(family not in {AF_UNIX,AF_INET,AF_INET6,AF_NETLINK,AF_PACKET}): EAFNOSUPPORT"),
+            "{d:?}"
+        );
     }
 
     #[test]
@@ -658,12 +757,62 @@ mod tests {
             libc::SYS_write,
             libc::SYS_getpid,
             libc::SYS_execve,
-            libc::SYS_kcmp,
+            libc::SYS_pidfd_open,
+            libc::SYS_pidfd_send_signal,
+            libc::SYS_move_pages,
             libc::SYS_seccomp,
             libc::SYS_prctl,
         ] {
             assert_eq!(native(nr, [0; 6]), RET_ALLOW, "nr {nr}");
         }
+    }
+
+    #[test]
+    fn socket_families() {
+        let allowed: Vec<u64> = SOCKET_FAMILIES.iter().map(|(_, f)| *f as u64).collect();
+        let eafnosupport = ret_errno(libc::EAFNOSUPPORT);
+        for nr in [libc::SYS_socket, libc::SYS_socketpair] {
+            for family in 0..=64u64 {
+                let want = if allowed.contains(&family) {
+                    RET_ALLOW
+                } else {
+                    eafnosupport
+                };
+                assert_eq!(
+                    native(nr, [family, 1, 0, 0, 0, 0]),
+                    want,
+                    "nr {nr} family {family}"
+                );
+                // The kernel reads an int: high bits must not change the verdict.
+                assert_eq!(
+                    native(nr, [(0xdead_u64 << 32) | family, 1, 0, 0, 0, 0]),
+                    want,
+                    "nr {nr} family {family} with high bits"
+                );
+            }
+            assert_eq!(
+                native(nr, [libc::AF_VSOCK as u64, 1, 0, 0, 0, 0]),
+                eafnosupport
+            );
+            assert_eq!(native(nr, [0xffff_ffff, 1, 0, 0, 0, 0]), eafnosupport);
+        }
+        // Other calls taking a family-like first argument are untouched.
+        assert_eq!(
+            native(libc::SYS_bind, [libc::AF_VSOCK as u64, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+    }
+
+    /// Every syscall runs the filter, and every sandbox start installs it
+    /// (the kernel checks and JIT-compiles it each time): keep it short.
+    #[test]
+    fn filter_stays_short() {
+        let p = prog();
+        assert!(p.len() <= 168, "filter grew to {} instructions", p.len());
+        // An ordinary call walks the prologue, the deny chain and the
+        // socket block before seccompiler's body.
+        let before_body = prologue(arch::AUDIT).len() + deny_always().len() + 2 + 2;
+        assert!(before_body < 80, "{before_body}");
     }
 
     #[test]

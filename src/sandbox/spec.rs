@@ -23,8 +23,30 @@ fn e<E: std::fmt::Display>(err: E) -> SpecError {
     SpecError(err.to_string())
 }
 
-/// /proc entries hidden from the sandbox when the host has them.
+/// /proc entries hidden from the sandbox when the host has them (each
+/// costs a bind mount per start, so only what tells more than `uname`):
+///
+/// - `cmdline`, `bootconfig`: the host's boot arguments, which may carry
+///   credentials, storage layout and the hypervisor's settings;
+/// - `config.gz`: the kernel's exact build configuration, a map of the
+///   reachable subsystems for whoever looks for a kernel bug;
+/// - `kallsyms`, `modules`: addresses already read as zeros without
+///   CAP_SYSLOG, but the symbol and module lists still name the loaded
+///   drivers (the host's hardware, its hypervisor) and the build;
+/// - the rest: keys, timers and scheduler internals of the whole host.
+///
+/// Left visible, with their reason: `iomem`/`ioports` (addresses read as
+/// zeros without CAP_SYS_ADMIN; the names say no more than `cpuinfo`);
+/// `interrupts`, `softirqs`, `loadavg`, `stat` (timing side channels,
+/// which cbrun does not claim to close, and tools read them); `kcore`,
+/// `kmsg`, `vmallocinfo`, `slabinfo`, `kpage*` are host-root-only and
+/// unreadable inside anyway.
 const MASKED_PATHS: &[&str] = &[
+    "/proc/cmdline",
+    "/proc/bootconfig",
+    "/proc/config.gz",
+    "/proc/kallsyms",
+    "/proc/modules",
     "/proc/keys",
     "/proc/timer_list",
     "/proc/sched_debug",

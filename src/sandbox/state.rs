@@ -9,6 +9,8 @@
 //! ```
 //! The owner file's lock is what tells a live run from a dead one: the kernel
 //! drops it when its holder dies, however it dies, and pids may be reused.
+//! What a dead run left is collected by `gc` (see `gc.rs`), which takes
+//! nothing in a run directory on trust.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -18,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::cgroups::CgroupRoots;
+pub use super::gc::{gc, gc_scaffolds, gc_with, GcReport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -95,22 +97,81 @@ pub fn run_prefix(root: &Path) -> String {
     format!("{}{tag:04x}-", super::cgroups::RUN_ID_PREFIX)
 }
 
-/// What a run records about itself, for `gc` to undo after a crash.
+/// A run's id, which also names its run directory and its cgroups:
+/// `cb<tag>-<pid>-<nanos><attempt>`, the tag being four hex digits of the
+/// state root, the rest lowercase hex. Only [`RunDir::create`] makes new
+/// ones; [`RunId::parse`] accepts nothing else, so a name read from disk or
+/// from a cgroup directory can never climb out of cbrun's base (`..`, `/`)
+/// or name another state root's runs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunId(String);
+
+impl RunId {
+    /// `s` when it is a run id of state root `root`.
+    pub fn parse(root: &Path, s: &str) -> Result<RunId, String> {
+        let prefix = run_prefix(root);
+        let rest = s.strip_prefix(&prefix).ok_or_else(|| {
+            format!("{s:?} is not a run id of this state root (they start with {prefix})")
+        })?;
+        let hex = |p: &str| {
+            !p.is_empty()
+                && p.len() <= 16
+                && p.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        match rest.split_once('-') {
+            Some((pid, stamp)) if hex(pid) && hex(stamp) => Ok(RunId(s.to_owned())),
+            _ => Err(format!(
+                "{s:?} is not a run id (expected {prefix}<hex pid>-<hex stamp>)"
+            )),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for RunId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for RunId {
+    fn as_ref(&self) -> &Path {
+        Path::new(&self.0)
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a run records about itself, for `gc` to undo after a crash. gc
+/// treats it as a claim to check, never as an order: see `gc.rs`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct OwnerRecord {
     pub cbrun_pid: u32,
-    /// Name of the run's cgroup under cbrun's base, if one was made.
+    /// Name of the run's cgroup under cbrun's base, if one was made (always
+    /// the run's id).
     pub cgroup: Option<String>,
     /// Host pid of the sandbox's first process, once known.
     pub init_pid: Option<i32>,
-    /// Inode of the sandbox's pid namespace, to check `init_pid` was not
-    /// reused by an unrelated process.
+    /// Inode of the sandbox's pid namespace.
     pub pidns: Option<u64>,
+    /// Start time of `init_pid` (clock ticks after boot, `/proc/<pid>/stat`
+    /// field 22): with the pid, it names exactly one process.
+    #[serde(default)]
+    pub init_start: Option<u64>,
 }
 
 /// A live run's directory; the lock is held for as long as this value lives.
 pub struct RunDir {
-    pub id: String,
+    pub id: RunId,
     pub path: PathBuf,
     owner: File,
     pub record: OwnerRecord,
@@ -129,7 +190,10 @@ impl RunDir {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.subsec_nanos())
                 .unwrap_or(0);
-            let id = format!("{}{pid:x}-{nanos:08x}{attempt:x}", run_prefix(root));
+            let id = RunId(format!(
+                "{}{pid:x}-{nanos:08x}{attempt:x}",
+                run_prefix(root)
+            ));
             let path = runs.join(&id);
             match fs::DirBuilder::new().mode(0o711).create(&path) {
                 Ok(()) => {}
@@ -170,7 +234,7 @@ impl RunDir {
     /// directory walk. Anything unexpected (ENOTEMPTY) falls back to one.
     fn remove_known(&self) -> io::Result<()> {
         let lc = self.path.join("lc");
-        let state = lc.join(&self.id);
+        let state = lc.join(self.id.as_str());
         for f in ["state.json", "youki_config.json", "notify.sock"] {
             ignore_missing(fs::remove_file(state.join(f)))?;
         }
@@ -206,145 +270,51 @@ impl RunDir {
     }
 }
 
-/// What one gc pass did.
-#[derive(Debug, Default, Serialize)]
-pub struct GcReport {
-    pub live_runs: usize,
-    pub removed_runs: Vec<String>,
-    pub removed_scaffolds: bool,
-    pub killed_processes: usize,
-    pub removed_cgroups: usize,
-    pub errors: Vec<String>,
-}
-
-/// Remove every run under `root` whose owner is gone: kill what is left of
-/// its sandbox, remove its cgroup and its directory.
-pub fn gc(root: &Path, cgroups: Option<&CgroupRoots>, orphans: bool) -> GcReport {
-    let mut report = GcReport::default();
-    let runs = root.join("runs");
-    let entries: Vec<fs::DirEntry> = fs::read_dir(&runs)
-        .map(|rd| rd.flatten().collect())
-        .unwrap_or_default();
-    for entry in entries {
-        let path = entry.path();
-        let owner_path = path.join("owner");
-        let owner = match File::open(&owner_path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                // Created but never locked, or half-removed: only reap it
-                // when old enough that its creator is surely done.
-                if is_stale(&path) {
-                    reap_dir(&path, &mut report);
-                }
-                continue;
-            }
-            Err(e) => {
-                report.errors.push(format!("{}: {e}", owner_path.display()));
-                continue;
-            }
-        };
-        if unsafe { libc::flock(owner.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            report.live_runs += 1;
-            continue;
-        }
-        let record: OwnerRecord = fs::read(&owner_path)
-            .ok()
-            .and_then(|d| serde_json::from_slice(&d).ok())
-            .unwrap_or_default();
-        if let (Some(pid), Some(ns)) = (record.init_pid, record.pidns) {
-            if pidns_inode(pid) == Some(ns) {
-                // Killing the namespace's init kills every process in it.
-                if nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::SIGKILL,
-                )
-                .is_ok()
-                {
-                    report.killed_processes += 1;
-                }
-            }
-        }
-        if let (Some(name), Some(roots)) = (&record.cgroup, cgroups) {
-            let cg = roots.existing(name);
-            report.killed_processes += cg.kill_all();
-            match cg.remove(roots) {
-                Ok(n) => report.removed_cgroups += n,
-                Err(e) => report.errors.push(e.to_string()),
-            }
-        }
-        reap_dir(&path, &mut report);
-        drop(owner);
-    }
-    // Cgroups whose run directory is gone: a run makes its directory before
-    // its cgroup and removes it after, so these are orphans (left by a
-    // crash between the two). Only an explicit `cbrun gc` looks: it costs a
-    // directory scan per hierarchy.
-    if let Some(roots) = cgroups.filter(|_| orphans) {
-        let prefix = run_prefix(root);
-        for name in roots
-            .sandbox_names()
-            .into_iter()
-            .filter(|n| n.starts_with(&prefix))
-        {
-            if runs.join(&name).exists() {
-                continue;
-            }
-            let cg = roots.existing(&name);
-            report.killed_processes += cg.kill_all();
-            match cg.remove(roots) {
-                Ok(n) => report.removed_cgroups += n,
-                Err(e) => report.errors.push(e.to_string()),
-            }
-        }
-    }
-    report
-}
-
-/// `cbrun gc` also drops the shared scaffolds, but only when no run is
-/// live (a starting run may be about to use one).
-pub fn gc_scaffolds(root: &Path, report: &mut GcReport) {
-    if report.live_runs > 0 {
-        return;
-    }
-    let dir = root.join("scaffolds");
-    match fs::remove_dir_all(&dir) {
-        Ok(()) => report.removed_scaffolds = true,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => report.errors.push(format!("{}: {e}", dir.display())),
-    }
-}
-
-fn reap_dir(path: &Path, report: &mut GcReport) {
-    match fs::remove_dir_all(path) {
-        Ok(()) => report.removed_runs.push(
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        ),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => report.errors.push(format!("{}: {e}", path.display())),
-    }
-}
-
-fn is_stale(path: &Path) -> bool {
-    fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .map(|age| age.as_secs() > 60)
-        .unwrap_or(false)
-}
-
-/// Inode of `pid`'s pid namespace (for its children), if readable.
-pub fn pidns_inode(pid: i32) -> Option<u64> {
-    fs::metadata(format!("/proc/{pid}/ns/pid"))
-        .ok()
-        .map(|m| m.ino())
-}
-
 fn ignore_missing(r: io::Result<()>) -> io::Result<()> {
     match r {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_of_this_root_only() {
+        let root = Path::new("/run/cbrun");
+        let p = run_prefix(root);
+        let good = format!("{p}1a2b-0badf00d3");
+        assert_eq!(RunId::parse(root, &good).unwrap().as_str(), good);
+        let other = Path::new("/dev/shm/cbrun-65534");
+        assert_ne!(run_prefix(other), p, "the test needs two distinct tags");
+        for bad in [
+            format!("{}1a2b-0badf00d3", run_prefix(other)),
+            "../something".to_owned(),
+            format!("{p}../x"),
+            format!("{p}1/../../x"),
+            "/sys/fs/cgroup/memory/victim".to_owned(),
+            format!("/{p}1-2"),
+            "parking".to_owned(),
+            format!("{p}1-"),
+            format!("{p}-2"),
+            format!("{p}1-2-3"),
+            format!("{p}1A-2"),
+            format!("{p}1-2 "),
+            format!("{p}1-{}", "f".repeat(17)),
+            String::new(),
+        ] {
+            assert!(RunId::parse(root, &bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn created_ids_parse() {
+        let dir = std::env::temp_dir().join(format!("cbrun-state-test-{}", std::process::id()));
+        let rd = RunDir::create(&dir).unwrap();
+        assert_eq!(RunId::parse(&dir, &rd.id).unwrap(), rd.id);
+        rd.remove().unwrap();
+        let _ = fs::remove_dir_all(&dir);
     }
 }
