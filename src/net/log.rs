@@ -65,6 +65,14 @@ impl ConnLog {
         })
     }
 
+    /// The descriptor the log writes to, if it writes at all.
+    pub fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        let file = self.file.as_ref()?;
+        let guard = file.lock().ok()?;
+        Some(guard.as_raw_fd())
+    }
+
     /// A log that records nothing.
     pub fn disabled() -> ConnLog {
         ConnLog {

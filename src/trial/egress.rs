@@ -32,6 +32,9 @@ use crate::net::proxy::Proxy;
 use crate::net::resolve::{Resolver, ENV_HOSTS};
 use crate::trial::solve::Egress;
 
+/// The ids the proxy child runs as when cbrun is root.
+const NOBODY: u32 = 65534;
+
 /// The proxy's address inside the sandbox (its netns is fresh and empty).
 pub const PROXY_ADDR: &str = "127.0.0.1:3128";
 
@@ -138,6 +141,23 @@ fn child_main(listener: TcpListener, proxy: Proxy, log: &Path, stop_r: OwnedFd) 
             return 1;
         }
     };
+    // The proxy parses what the sandbox sends: it keeps nothing of cbrun's
+    // (state file, cgroup directories, signalfd) and, when cbrun is root,
+    // runs as nobody. Its sockets, the log and the stop pipe are all it
+    // needs; upstream connections and CA files are opened afresh.
+    let mut keep = vec![listener.as_raw_fd(), stop_r.as_raw_fd()];
+    keep.extend(log.raw_fd());
+    let pairs: Vec<(i32, i32)> = keep.iter().map(|fd| (*fd, *fd)).collect();
+    if let Err(e) = crate::sys::fd::keep_only(&pairs) {
+        eprintln!("cbrun: proxy: closing cbrun's descriptors: {e}");
+        return 1;
+    }
+    if nix::unistd::geteuid().is_root() {
+        if let Err(e) = crate::sys::proc::drop_to(NOBODY, NOBODY) {
+            eprintln!("cbrun: proxy: dropping root: {e}");
+            return 1;
+        }
+    }
     let shutdown = Arc::new(AtomicBool::new(false));
     let flag = shutdown.clone();
     // EOF on the pipe (cbrun closed it, or died) asks for shutdown.
