@@ -316,10 +316,36 @@ fn missing_required_files() {
     let s = Scratch::new("missing");
     fs::remove_file(s.path("public/Interface_Contract.md")).unwrap();
     fs::remove_dir_all(s.path("milestones/final/tests")).unwrap();
-    fs::remove_file(s.path("source/denylist.json")).unwrap();
     s.expect_error("public/Interface_Contract.md", "-", "missing required file");
     s.expect_error("milestones/final/tests", "-", "missing required directory");
-    s.expect_error("source/denylist.json", "-", "missing required file");
+    fs::remove_file(s.path("source/recipe.lock.json")).unwrap();
+    s.expect_error("source/recipe.lock.json", "-", "missing required file");
+}
+
+/// The published runner treats the denylist as private and many published
+/// cases ship without one: a warning, and the case bans nothing.
+#[test]
+fn a_missing_denylist_is_a_warning_and_bans_nothing() {
+    let s = Scratch::new("no-denylist");
+    fs::remove_file(s.path("source/denylist.json")).unwrap();
+    let problems = check(&s.0);
+    assert!(errors(&problems).is_empty(), "{}", lines(&problems));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.file == Path::new("source/denylist.json")
+                && p.severity == Severity::Warning
+                && p.reason.contains("no install or import is banned")),
+        "{}",
+        lines(&problems)
+    );
+    let case = load(&s.0).unwrap();
+    assert!(!case.has_denylist);
+    assert!(case.denylist.install_ban.is_empty() && case.denylist.import_ban.is_empty());
+    assert_eq!(case.denylist.ecosystem, None);
+    // A denylist that is there but broken is still an error.
+    s.write("source/denylist.json", b"{");
+    s.expect_error("source/denylist.json", "-", "invalid JSON");
 }
 
 #[test]
