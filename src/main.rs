@@ -73,6 +73,16 @@ enum CaseCmd {
     Check {
         #[arg(required = true, value_name = "CASE")]
         cases: Vec<PathBuf>,
+        /// Also run each case's environment_checks (and cbrun's baseline)
+        /// in solve-like and judge-like sandboxes, as their `phase` says.
+        #[arg(long)]
+        run: bool,
+        /// With --run: the root filesystem, `host` or a directory.
+        #[arg(long, default_value = "host", value_name = "host|DIR", conflicts_with = "image")]
+        rootfs: RootfsSource,
+        /// With --run: an image from the store (e.g. from `cbrun image build CASE`).
+        #[arg(long, value_name = "NAME[:TAG]", requires = "run")]
+        image: Option<String>,
     },
 }
 
@@ -311,8 +321,17 @@ fn sandbox_run(a: RunArgs) -> Result<i32> {
     }
 }
 
-/// One line per problem (`file: field: reason`); exit 1 on any error.
-fn case_check(cases: &[PathBuf]) -> Result<i32> {
+/// One line per problem (`file: field: reason`); with `run`, one line per
+/// environment check; exit 1 on any error or failed check.
+fn case_check(cases: &[PathBuf], run: Option<(RootfsSource, Option<String>)>) -> Result<i32> {
+    use cbrun::case::envcheck;
+    let host = HostView::detect();
+    let opts = match run {
+        Some((rootfs, image)) => Some(envcheck::EnvCheckOptions::new(
+            envcheck::CheckRoot::open(rootfs, image.as_deref(), &host)?,
+        )),
+        None => None,
+    };
     let mut errors = 0;
     for dir in cases {
         // `cbrun case check cases/*` also matches files such as README.md.
@@ -329,6 +348,26 @@ fn case_check(cases: &[PathBuf]) -> Result<i32> {
         errors += n;
         if n == 0 {
             println!("ok: {}", dir.display());
+        }
+        let (Some(opts), 0) = (&opts, n) else {
+            continue;
+        };
+        let case = cbrun::case::load(dir)?;
+        for r in envcheck::run_checks(&case, opts, &host)? {
+            let name = if r.builtin {
+                format!("{} (cbrun)", r.name)
+            } else {
+                r.name.clone()
+            };
+            let at = format!("{}: {}: {name}", dir.display(), r.phase.as_str());
+            if r.passed {
+                println!("pass: {at} ({:.2} s)", r.seconds);
+            } else {
+                errors += 1;
+                let last = r.output.lines().rev().find(|l| !l.trim().is_empty());
+                let last = last.map(|l| format!(": {}", l.trim())).unwrap_or_default();
+                println!("FAIL: {at}: {}{last}", r.failure());
+            }
         }
     }
     Ok(if errors == 0 { 0 } else { 1 })
@@ -433,7 +472,12 @@ fn real_main() -> ExitCode {
         Cmd::Solve(a) => trial_cli::solve(*a),
         Cmd::Judge(a) => trial_cli::judge(*a),
         Cmd::Validate(a) => trial_cli::validate(a),
-        Cmd::Case(CaseCmd::Check { cases }) => case_check(&cases),
+        Cmd::Case(CaseCmd::Check {
+            cases,
+            run,
+            rootfs,
+            image,
+        }) => case_check(&cases, run.then_some((rootfs, image))),
         Cmd::Doctor { json } => cbrun::doctor::run(json).map_err(Into::into),
         Cmd::Admin(a) => cbrun::admin::run(a).map_err(Into::into),
     };
