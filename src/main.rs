@@ -78,7 +78,12 @@ enum CaseCmd {
         #[arg(long)]
         run: bool,
         /// With --run: the root filesystem, `host` or a directory.
-        #[arg(long, default_value = "host", value_name = "host|DIR", conflicts_with = "image")]
+        #[arg(
+            long,
+            default_value = "host",
+            value_name = "host|DIR",
+            conflicts_with = "image"
+        )]
         rootfs: RootfsSource,
         /// With --run: an image from the store (e.g. from `cbrun image build CASE`).
         #[arg(long, value_name = "NAME[:TAG]", requires = "run")]
@@ -326,12 +331,13 @@ fn sandbox_run(a: RunArgs) -> Result<i32> {
 fn case_check(cases: &[PathBuf], run: Option<(RootfsSource, Option<String>)>) -> Result<i32> {
     use cbrun::case::envcheck;
     let host = HostView::detect();
-    let opts = match run {
-        Some((rootfs, image)) => Some(envcheck::EnvCheckOptions::new(
-            envcheck::CheckRoot::open(rootfs, image.as_deref(), &host)?,
-        )),
-        None => None,
-    };
+    let opts =
+        match run {
+            Some((rootfs, image)) => Some(envcheck::EnvCheckOptions::new(
+                envcheck::CheckRoot::open(rootfs, image.as_deref(), &host)?,
+            )),
+            None => None,
+        };
     let mut errors = 0;
     for dir in cases {
         // `cbrun case check cases/*` also matches files such as README.md.

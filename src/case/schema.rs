@@ -174,8 +174,8 @@ impl TryFrom<RewardNumber> for Reward {
     fn try_from(v: RewardNumber) -> Result<Self, String> {
         match v {
             RewardNumber::Int(n) => Reward::try_from(n),
-            RewardNumber::Float(f) if f == 0.0 => Ok(Reward::Zero),
-            RewardNumber::Float(f) if f == 1.0 => Ok(Reward::One),
+            RewardNumber::Float(0.0) => Ok(Reward::Zero),
+            RewardNumber::Float(1.0) => Ok(Reward::One),
             RewardNumber::Float(f) => Err(format!("reward must be 0 or 1, found {f}")),
             RewardNumber::Other(v) => Err(format!("reward must be 0 or 1, found {v}")),
         }
@@ -307,9 +307,10 @@ impl TechStack {
 }
 
 /// `runner.judge_bans`: a list, or (as the published runner also reads it)
-/// one comma-separated string. Either way each name must be known.
+/// one comma-separated string, written back in the form it was read in.
+/// Either way each name must be known.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct JudgeBans(pub Vec<JudgeBan>);
+pub struct JudgeBans(pub Vec<JudgeBan>, Option<String>);
 
 impl JudgeBans {
     pub fn iter(&self) -> std::slice::Iter<'_, JudgeBan> {
@@ -328,9 +329,18 @@ impl<'a> IntoIterator for &'a JudgeBans {
     }
 }
 
+impl From<Vec<JudgeBan>> for JudgeBans {
+    fn from(v: Vec<JudgeBan>) -> Self {
+        JudgeBans(v, None)
+    }
+}
+
 impl Serialize for JudgeBans {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        match &self.1 {
+            Some(text) => text.serialize(s),
+            None => self.0.serialize(s),
+        }
     }
 }
 
@@ -343,20 +353,22 @@ impl<'de> Deserialize<'de> for JudgeBans {
             List(Vec<Value>),
             Text(String),
         }
-        let names: Vec<Value> = match Form::deserialize(d)? {
-            Form::List(l) => l,
-            Form::Text(t) => t
-                .split(',')
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .map(|n| Value::String(n.to_owned()))
-                .collect(),
+        let (names, text): (Vec<Value>, _) = match Form::deserialize(d)? {
+            Form::List(l) => (l, None),
+            Form::Text(t) => (
+                t.split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(|n| Value::String(n.to_owned()))
+                    .collect(),
+                Some(t),
+            ),
         };
-        names
+        let bans = names
             .into_iter()
             .map(|n| JudgeBan::deserialize(n).map_err(D::Error::custom))
-            .collect::<Result<Vec<_>, _>>()
-            .map(JudgeBans)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(JudgeBans(bans, text))
     }
 }
 
