@@ -330,14 +330,12 @@ fn sandbox_run(a: RunArgs) -> Result<i32> {
 /// environment check; exit 1 on any error or failed check.
 fn case_check(cases: &[PathBuf], run: Option<(RootfsSource, Option<String>)>) -> Result<i32> {
     use cbrun::case::envcheck;
-    let host = HostView::detect();
-    let opts =
-        match run {
-            Some((rootfs, image)) => Some(envcheck::EnvCheckOptions::new(
-                envcheck::CheckRoot::open(rootfs, image.as_deref(), &host)?,
-            )),
-            None => None,
-        };
+    let mut runner = None;
+    if let Some((rootfs, image)) = run {
+        let host = HostView::detect();
+        let root = envcheck::CheckRoot::open(rootfs, image.as_deref(), &host)?;
+        runner = Some((envcheck::EnvCheckOptions::new(root), host));
+    }
     let mut errors = 0;
     for dir in cases {
         // `cbrun case check cases/*` also matches files such as README.md.
@@ -355,11 +353,11 @@ fn case_check(cases: &[PathBuf], run: Option<(RootfsSource, Option<String>)>) ->
         if n == 0 {
             println!("ok: {}", dir.display());
         }
-        let (Some(opts), 0) = (&opts, n) else {
+        let (Some((opts, host)), 0) = (&runner, n) else {
             continue;
         };
         let case = cbrun::case::load(dir)?;
-        for r in envcheck::run_checks(&case, opts, &host)? {
+        for r in envcheck::run_checks(&case, opts, host)? {
             let name = if r.builtin {
                 format!("{} (cbrun)", r.name)
             } else {
