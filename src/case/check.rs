@@ -1,5 +1,7 @@
 //! Case validation: each file on its own ([`parse`](super::parse)), then
-//! the rules that span files: ids, commands, test files, controls, leaks.
+//! the rules that span files: ids, commands, test files, controls, the
+//! published release checks ([`release`](super::release)) and leaks of
+//! hidden tests ([`leaks`](super::leaks)).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -7,12 +9,14 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::fields::{Doc, Presence};
-use super::files::{read_capped, read_json, Entry, Root, MAX_DOC_BYTES};
+use super::files::{read_json, Entry, Root};
 use super::layout::*;
+use super::leaks::leak_guard;
 use super::load::{Case, Control, PublicDocs};
 use super::parse;
 use super::problem::{Problem, Sink};
-use super::schema::{Manifest, Recipe, Reward, TestManifest};
+use super::release;
+use super::schema::{Denylist, Manifest, Recipe, Reward, TestManifest};
 
 /// Every problem found in the case folder `case_dir`, errors and warnings,
 /// in a stable order. Never panics and never reads outside the folder.
@@ -64,7 +68,17 @@ pub(crate) fn inspect(case_dir: &Path) -> Inspection {
 
     let manifest = json(&root, s, MANIFEST, Presence::Required, parse::manifest);
     let recipe = json(&root, s, RECIPE, Presence::Required, parse::recipe);
-    let denylist = json(&root, s, DENYLIST, Presence::Required, parse::denylist);
+    // The published runner treats the denylist as private: many published
+    // cases come without one, and then nothing is banned.
+    let has_denylist = !matches!(root.resolve(DENYLIST), Entry::Missing);
+    let denylist = json(&root, s, DENYLIST, Presence::Optional, parse::denylist);
+    if !has_denylist {
+        s.warn(
+            DENYLIST,
+            "",
+            "no denylist: no install or import is banned in this case",
+        );
+    }
     let tm = json(
         &root,
         s,
@@ -95,6 +109,17 @@ pub(crate) fn inspect(case_dir: &Path) -> Inspection {
             &m.runner.test_command_template,
             script.is_some(),
         );
+        release::sensitive_terms(
+            s,
+            m,
+            prd.as_deref(),
+            contract.as_deref(),
+            hardware.as_deref(),
+        );
+        release::operator_cache(s, m, resources.as_ref());
+    }
+    if let Some(d) = &denylist {
+        release::denylist(s, d);
     }
     if let Some(tm) = &tm {
         test_files(&root, s, tm);
@@ -104,6 +129,11 @@ pub(crate) fn inspect(case_dir: &Path) -> Inspection {
     leak_guard(&root, s, tm.as_ref());
 
     let problems = std::mem::take(&mut sink.problems);
+    let denylist = match (denylist, &manifest) {
+        (Some(d), _) => Some(d),
+        (None, Some(m)) if !has_denylist => Some(Denylist::none(m.case_id.clone())),
+        _ => None,
+    };
     let case = match (manifest, recipe, denylist, tm, prd, contract, final_dir) {
         (
             Some(manifest),
@@ -124,6 +154,7 @@ pub(crate) fn inspect(case_dir: &Path) -> Inspection {
             manifest,
             recipe,
             denylist,
+            has_denylist,
             test_manifest,
             resources,
             controls,
@@ -186,6 +217,9 @@ fn case_ids(s: &mut Sink, folder: &str, ids: &[(&str, Option<&str>)]) {
     }
 }
 
+/// The image is built from the recipe's commands and the agent is told
+/// the manifest's: they must agree (surrounding blanks aside, as the
+/// published runner compares them).
 fn recipe_commands(s: &mut Sink, m: &Manifest, r: &Recipe) {
     let pairs = [
         (
@@ -200,7 +234,7 @@ fn recipe_commands(s: &mut Sink, m: &Manifest, r: &Recipe) {
         ),
     ];
     for (key, want, got) in pairs {
-        if want != got {
+        if want.trim() != got.trim() {
             s.error(
                 RECIPE,
                 &format!("runner.{key}"),
@@ -221,16 +255,21 @@ fn template(s: &mut Sink, file: &str, field: &str, t: &str, has_script: bool) {
     }
 }
 
-/// `test_files[]`/`support_files[]` exist under `milestones/final/`;
-/// execution groups only name listed test files.
+/// `test_files[]` are files and `support_files[]` files or directories
+/// under `milestones/final/`; execution groups only name listed files.
 fn test_files(root: &Root, s: &mut Sink, tm: &TestManifest) {
-    for (key, list) in [
-        ("test_files", &tm.test_files),
-        ("support_files", &tm.support_files),
+    for (key, list, dir_ok) in [
+        ("test_files", &tm.test_files, false),
+        ("support_files", &tm.support_files, true),
     ] {
         for (i, f) in list.iter().enumerate() {
             let rel = format!("{FINAL_DIR}/{f}");
-            if let Some(reason) = root.resolve(&rel).defect(false) {
+            let e = root.resolve(&rel);
+            let defect = match e {
+                Entry::Dir(_) if dir_ok => None,
+                other => other.defect(false),
+            };
+            if let Some(reason) = defect {
                 s.error(
                     TEST_MANIFEST,
                     &format!("{key}[{i}]"),
@@ -239,13 +278,18 @@ fn test_files(root: &Root, s: &mut Sink, tm: &TestManifest) {
             }
         }
     }
-    let listed: BTreeSet<&str> = tm.test_files.iter().map(|f| f.as_str()).collect();
-    for (g, group) in tm.execution_groups.iter().enumerate() {
-        for (i, f) in group.test_files.iter().enumerate() {
+    let listed: BTreeSet<&str> = tm
+        .test_files
+        .iter()
+        .chain(&tm.support_files)
+        .map(|f| f.as_str())
+        .collect();
+    for (at, _, files) in tm.execution_groups.groups() {
+        for (i, f) in files.iter().enumerate() {
             if !listed.contains(f.as_str()) {
                 s.error(
                     TEST_MANIFEST,
-                    &format!("execution_groups[{g}].test_files[{i}]"),
+                    &format!("{at}[{i}]"),
                     &format!("{f} is not listed in test_files"),
                 );
             }
@@ -253,23 +297,47 @@ fn test_files(root: &Root, s: &mut Sink, tm: &TestManifest) {
     }
 }
 
+/// Blanks collapsed, for comparing commands.
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn test_commands(s: &mut Sink, m: Option<&Manifest>, tm: &TestManifest, has_script: bool) {
     let t = &tm.test_command_template;
+    let runner_t = m.map(|m| m.runner.test_command_template.as_str());
     if !t.is_empty() {
         template(s, TEST_MANIFEST, "test_command_template", t, has_script);
-        if m.is_some_and(|m| m.runner.test_command_template != *t) {
+        // Published cases differ here (runner `node --test`/`ctest` and a
+        // pytest test manifest); their judge, like cbrun's, runs the test
+        // manifest's, so the case stays usable.
+        if runner_t.is_some_and(|r| squash(r) != squash(t)) {
             s.warn(
                 TEST_MANIFEST,
                 "test_command_template",
-                &format!("differs from {MANIFEST} runner.test_command_template"),
+                &format!(
+                    "differs from {MANIFEST} runner.test_command_template; the judge runs this one"
+                ),
             );
         }
-        let expanded = tm.expand_command(t, "/tests/final");
-        if !tm.test_command.is_empty() && tm.test_command != expanded {
+    }
+    // The template the judge expands (see `Case::judge_command`).
+    let judged = [t.as_str(), runner_t.unwrap_or("")]
+        .into_iter()
+        .find(|t| !t.trim().is_empty());
+    if let (Some(judged), false) = (judged, tm.test_command.trim().is_empty() || has_script) {
+        // Published test manifests hold the template expanded with the
+        // relative paths; cbrun's own samples the /tests/final form.
+        let frozen = squash(&tm.test_command);
+        let forms = [
+            tm.expand_command(judged, ""),
+            tm.expand_command(judged, "/tests/final"),
+        ];
+        if !forms.iter().any(|f| squash(f) == frozen) {
             s.warn(
                 TEST_MANIFEST,
                 "test_command",
-                "differs from test_command_template expanded with /tests/final",
+                "is not the template the judge runs, expanded with the test files \
+                 (relative or under /tests/final)",
             );
         }
     }
@@ -334,122 +402,9 @@ fn controls(root: &Root, s: &mut Sink) -> Vec<Control> {
     out
 }
 
-/// Names too common to mean a leak when a public document mentions them.
-const GENERIC_NAMES: &[&str] = &[
-    "__init__.py",
-    "conftest.py",
-    "setup.py",
-    "setup.cfg",
-    "pyproject.toml",
-    "pytest.ini",
-    "tox.ini",
-    "requirements.txt",
-    "package.json",
-    "tsconfig.json",
-    "Makefile",
-    "CMakeLists.txt",
-    "Cargo.toml",
-    "README.md",
-    "README",
-    ".gitignore",
-];
-
-/// Hidden test material must not reach `public/`: no canary marker, no
-/// hidden test file name, no symlink into the hidden tests.
-fn leak_guard(root: &Root, s: &mut Sink, tm: Option<&TestManifest>) {
-    let mut names = BTreeSet::new();
-    let declared = tm.map(|tm| tm.test_files.iter().chain(&tm.support_files));
-    for f in declared.into_iter().flatten() {
-        names.insert(basename(f.as_str()).to_string());
-    }
-    for (rel, e) in root.walk(TESTS_DIR) {
-        if matches!(e, Entry::File(_)) {
-            names.insert(basename(&rel).to_string());
-        }
-    }
-    names.retain(|n| n.len() >= 4 && !GENERIC_NAMES.contains(&n.as_str()));
-
-    let hidden = root.canon.join("milestones");
-    for (rel, e) in root.walk(PUBLIC_DIR) {
-        let path = match e {
-            Entry::File(p) => p,
-            Entry::Outside(_) => {
-                s.error(&rel, "", &e.defect(false).unwrap_or_default());
-                continue;
-            }
-            other => {
-                s.warn(
-                    &rel,
-                    "",
-                    &format!("not scanned: {}", other.defect(false).unwrap_or_default()),
-                );
-                continue;
-            }
-        };
-        if path.starts_with(&hidden) {
-            s.error(&rel, "", "symlink into milestones/ (hidden tests)");
-            continue;
-        }
-        if names.contains(basename(&rel)) {
-            s.error(&rel, "", "has the name of a hidden test file");
-        }
-        let bytes = match read_capped(&path, MAX_DOC_BYTES) {
-            Ok(b) => b,
-            Err(e) => {
-                s.error(&rel, "", &format!("cannot scan for leaks: {e}"));
-                continue;
-            }
-        };
-        if let Some(token) = canary(&bytes) {
-            s.error(
-                &rel,
-                "",
-                &format!("contains the hidden-test canary {token}"),
-            );
-        }
-        for n in &names {
-            if contains(&bytes, n.as_bytes()) {
-                s.error(&rel, "", &format!("mentions hidden test file {n}"));
-            }
-        }
-    }
-}
-
-fn basename(p: &str) -> &str {
-    p.rsplit('/').next().unwrap_or(p)
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// The first canary token (`CBRUN-CANARY...`) in `bytes`.
-fn canary(bytes: &[u8]) -> Option<String> {
-    let m = CANARY.as_bytes();
-    let at = bytes.windows(m.len()).position(|w| w == m)?;
-    let token: String = bytes[at..]
-        .iter()
-        .take(80)
-        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
-        .map(|&b| b as char)
-        .collect();
-    Some(token)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn canary_token() {
-        assert_eq!(
-            canary(b"x # CBRUN-CANARY-case003-7f3a9c\n").as_deref(),
-            Some("CBRUN-CANARY-case003-7f3a9c")
-        );
-        assert_eq!(canary(b"nothing"), None);
-        assert!(contains(b"see test_a.py", b"test_a.py"));
-        assert!(!contains(b"", b"x"));
-    }
 
     #[test]
     fn missing_folder() {
@@ -459,5 +414,10 @@ mod tests {
         assert!(p[0]
             .to_string()
             .starts_with("/nonexistent/case-x/.: -: case folder unreadable"));
+    }
+
+    #[test]
+    fn squash_blanks() {
+        assert_eq!(squash("  a \t b\nc "), "a b c");
     }
 }

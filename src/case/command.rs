@@ -11,8 +11,11 @@ pub const MAX_JUDGE_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl TestManifest {
     /// Expands `{test_files}` (space-joined `<tests_root>/<file>`, each
-    /// shell-quoted when needed) and `{test_dir}` (`tests_root`) in one
-    /// pass; other braces are left as they are.
+    /// shell-quoted when needed) and `{test_dir}` (`<tests_root>/tests`,
+    /// the published judge's value: the folder the test files are in) in
+    /// one pass; other braces are left as they are. An empty `tests_root`
+    /// gives the relative form (`tests/a.py`, `tests`), as published test
+    /// manifests freeze it in `test_command`.
     pub fn expand_command(&self, template: &str, tests_root: &str) -> String {
         let base = tests_root.trim_end_matches('/');
         let files = self
@@ -27,10 +30,10 @@ impl TestManifest {
             })
             .collect::<Vec<_>>()
             .join(" ");
-        let dir = if base.is_empty() && !tests_root.is_empty() {
-            "/".to_string()
+        let dir = if tests_root.is_empty() {
+            "tests".to_string()
         } else {
-            shell_quote(base)
+            shell_quote(&format!("{base}/tests"))
         };
         let mut out = String::with_capacity(template.len() + files.len());
         let mut rest = template;
@@ -105,12 +108,13 @@ mod tests {
         let t = tm(json!({}));
         assert_eq!(
             t.expand_command("cd /app && run {test_files} --dir {test_dir} ${HOME} {x}", "/tests/final/"),
-            "cd /app && run /tests/final/tests/test_a.py '/tests/final/tests/b c.py' --dir /tests/final ${HOME} {x}"
+            "cd /app && run /tests/final/tests/test_a.py '/tests/final/tests/b c.py' --dir /tests/final/tests ${HOME} {x}"
         );
         assert_eq!(
-            t.expand_command("{test_files}", ""),
-            "tests/test_a.py 'tests/b c.py'"
+            t.expand_command("{test_files} {test_dir}", ""),
+            "tests/test_a.py 'tests/b c.py' tests"
         );
+        assert_eq!(t.expand_command("{test_dir}", "/"), "/tests");
         assert_eq!(
             t.expand_command("no placeholders {", "/t"),
             "no placeholders {"
@@ -118,7 +122,7 @@ mod tests {
         // A root containing a placeholder is not expanded again.
         assert_eq!(
             t.expand_command("{test_dir}", "/x{test_files}"),
-            "'/x{test_files}'"
+            "'/x{test_files}/tests'"
         );
     }
 

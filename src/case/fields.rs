@@ -12,7 +12,8 @@ use super::problem::Sink;
 pub(crate) enum Presence {
     /// Absent: error.
     Required,
-    /// Listed by the format but not needed by cbrun. Absent: warning.
+    /// Present in every published variant but not needed by cbrun.
+    /// Absent: warning.
     Documented,
     /// Absent: fine.
     Optional,
@@ -196,14 +197,40 @@ impl<'s> Doc<'s> {
     }
 
     /// `schema_version` must be present and equal `expected`.
-    pub fn schema_version(&mut self, m: &Map<String, Value>, expected: u64) {
-        if let Some(v) = self.field::<u64>(m, "", "schema_version", Presence::Required) {
-            if v != expected {
-                self.error(
-                    "schema_version",
-                    &format!("unsupported schema_version {v} (expected {expected})"),
-                );
-            }
+    pub fn schema_version(&mut self, m: &Map<String, Value>, expected: u64) -> Option<u64> {
+        self.schema_version_in(m, &[expected])
+    }
+
+    /// `schema_version` must be present and one of `known`.
+    pub fn schema_version_in(&mut self, m: &Map<String, Value>, known: &[u64]) -> Option<u64> {
+        let v = self.field::<u64>(m, "", "schema_version", Presence::Required)?;
+        if !known.contains(&v) {
+            let want = known
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(" or ");
+            self.error(
+                "schema_version",
+                &format!("unsupported schema_version {v} (expected {want})"),
+            );
+            return None;
+        }
+        Some(v)
+    }
+
+    /// An informational field: absent is fine; a shape other than `T`'s is
+    /// a warning (the value is kept as it is).
+    pub fn lenient<T: DeserializeOwned>(&mut self, m: &Map<String, Value>, path: &str, key: &str) {
+        let Some(v) = m.get(key) else { return };
+        if v.is_null() {
+            return;
+        }
+        if let Err(e) = T::deserialize(v) {
+            self.warn(
+                &join(path, key),
+                &format!("not in the documented shape ({e}); kept as it is"),
+            );
         }
     }
 

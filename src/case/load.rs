@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use super::check::inspect;
 use super::problem::Problem;
-use super::schema::{CaseId, Denylist, Expect, Manifest, Recipe, Resources, TestManifest};
+use super::schema::{
+    CaseId, Denylist, Expect, JudgeProfile, Manifest, Recipe, Resources, TestManifest,
+};
 
 /// The documents the agent sees.
 #[derive(Debug, Clone)]
@@ -32,7 +34,10 @@ pub struct Case {
     pub public: PublicDocs,
     pub manifest: Manifest,
     pub recipe: Recipe,
+    /// The case's denylist, or [`Denylist::none`] when it has none.
     pub denylist: Denylist,
+    /// Whether `source/denylist.json` exists.
+    pub has_denylist: bool,
     pub test_manifest: TestManifest,
     pub resources: Option<Resources>,
     pub controls: Vec<Control>,
@@ -48,6 +53,31 @@ impl Case {
     /// The judge budget (see [`Manifest::judge_timeout`]).
     pub fn judge_timeout(&self) -> Duration {
         self.manifest.judge_timeout(&self.test_manifest)
+    }
+
+    /// Why cbrun's judge cannot judge this case as its author meant, if so:
+    /// the `cow` judge profile, or `judge_substrates`, need a btrfs scratch
+    /// filesystem (CAP_SYS_ADMIN and loop devices in the judge) that a
+    /// cbrun sandbox never has. The trial runner should refuse before the
+    /// solve phase, as the published runner's readiness check does, rather
+    /// than judge with the standard profile and blame the submission.
+    pub fn judge_unsupported(&self) -> Option<String> {
+        if self.manifest.runner.profile() == JudgeProfile::Cow {
+            return Some(format!(
+                "{}: runner.judge_profile \"cow\" needs a btrfs scratch filesystem at \
+                 /cbrun-cow (CAP_SYS_ADMIN and loop devices in the judge), which cbrun cannot provide",
+                super::layout::MANIFEST
+            ));
+        }
+        let subs = self.test_manifest.judge_substrates();
+        if !subs.is_empty() {
+            return Some(format!(
+                "{}: judge_substrates: cbrun's judge provides none of {}",
+                super::layout::TEST_MANIFEST,
+                subs.join(", ")
+            ));
+        }
+        None
     }
 
     /// The judge's test command with the hidden tests at `tests_root`:

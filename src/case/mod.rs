@@ -5,8 +5,14 @@
 //! - [`check()`]: every problem found in a case folder, as `file: field: reason`.
 //! - [`load()`]: a checked case as a typed [`Case`], for the trial runner.
 //! - [`command`]: what the judge needs from a case (command expansion, timeout).
+//! - [`envcheck`]: runs a case's `environment_checks` in solve-like and
+//!   judge-like sandboxes (`cbrun case check --run`).
+//!
+//! The variants of the published format that are read are described in
+//! `docs/case-format.md`.
 
 pub mod command;
+pub mod envcheck;
 mod fields;
 mod files;
 mod parse;
@@ -14,15 +20,19 @@ pub mod problem;
 pub mod schema;
 
 mod check;
+mod leaks;
 mod load;
+mod release;
+mod terms;
 
 pub use check::check;
 pub use command::shell_quote;
 pub use load::{load, Case, CaseError, Control, PublicDocs};
 pub use problem::{Problem, Severity};
 pub use schema::{
-    AbsPath, CaseId, Denylist, Ecosystem, Expect, JudgeBan, JudgeProfile, Manifest, Phase, Recipe,
-    RelPath, Resources, Reward, Sha256, Status, TestManifest,
+    AbsPath, CaseId, Denylist, Ecosystem, EnvironmentCheck, ExecutionGroups, Expect, JudgeBan,
+    JudgeBans, JudgeProfile, Lenient, Manifest, Phase, Recipe, RelPath, Resolved, Resources,
+    Reward, Sha256, Status, TechStack, TestManifest,
 };
 
 /// Paths inside a case folder, relative to it.

@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
+use cbrun::sandbox::config::RootfsSource;
+use cbrun::sandbox::run::HostView;
 use clap::Subcommand;
 
 use super::exit::ExitStatus;
@@ -17,16 +19,44 @@ pub enum CaseCommand {
         /// Case folders (files among them, e.g. a README from `cases/*`, are skipped).
         #[arg(required = true, value_name = "CASE")]
         cases: Vec<PathBuf>,
+        /// Also run each case's environment_checks (and cbrun's baseline)
+        /// in solve-like and judge-like sandboxes, as their `phase` says.
+        #[arg(long)]
+        run: bool,
+        /// With --run: the root filesystem, `host` or a directory.
+        #[arg(
+            long,
+            default_value = "host",
+            value_name = "host|DIR",
+            conflicts_with = "image"
+        )]
+        rootfs: RootfsSource,
+        /// With --run: an image from the store (e.g. from `cbrun image build CASE`).
+        #[arg(long, value_name = "NAME[:TAG]", requires = "run")]
+        image: Option<String>,
     },
 }
 
 pub fn exec(cmd: CaseCommand) -> Result<ExitStatus> {
     match cmd {
-        CaseCommand::Check { cases } => Ok(check(&cases)),
+        CaseCommand::Check {
+            cases,
+            run,
+            rootfs,
+            image,
+        } => check(&cases, run.then_some((rootfs, image))),
     }
 }
 
-fn check(cases: &[PathBuf]) -> ExitStatus {
+/// One line per problem; with `run`, one line per environment check.
+fn check(cases: &[PathBuf], run: Option<(RootfsSource, Option<String>)>) -> Result<ExitStatus> {
+    use cbrun::case::envcheck;
+    let mut runner = None;
+    if let Some((rootfs, image)) = run {
+        let host = HostView::detect();
+        let root = envcheck::CheckRoot::open(rootfs, image.as_deref(), &host)?;
+        runner = Some((envcheck::EnvCheckOptions::new(root), host));
+    }
     let mut errors = 0;
     for dir in cases {
         // `cbrun case check cases/*` also matches files such as README.md.
@@ -50,6 +80,26 @@ fn check(cases: &[PathBuf]) -> ExitStatus {
         if n == 0 {
             println!("ok: {}", dir.display());
         }
+        let (Some((opts, host)), 0) = (&runner, n) else {
+            continue;
+        };
+        let case = cbrun::case::load(dir)?;
+        for r in envcheck::run_checks(&case, opts, host)? {
+            let name = if r.builtin {
+                format!("{} (cbrun)", r.name)
+            } else {
+                r.name.clone()
+            };
+            let at = format!("{}: {}: {name}", dir.display(), r.phase.as_str());
+            if r.passed {
+                println!("pass: {at} ({:.2} s)", r.seconds);
+            } else {
+                errors += 1;
+                let last = r.output.lines().rev().find(|l| !l.trim().is_empty());
+                let last = last.map(|l| format!(": {}", l.trim())).unwrap_or_default();
+                println!("FAIL: {at}: {}{last}", r.failure());
+            }
+        }
     }
-    ExitStatus::from_ok(errors == 0)
+    Ok(ExitStatus::from_ok(errors == 0))
 }
