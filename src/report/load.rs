@@ -52,6 +52,7 @@ const CLAIM_CAP: u64 = 4096;
 /// Something in a run folder the report could not use.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Problem {
+    #[serde(serialize_with = "quoted")]
     pub path: PathBuf,
     pub message: String,
 }
@@ -62,17 +63,19 @@ impl fmt::Display for Problem {
     }
 }
 
+/// A path in JSON: as messages quote it (invalid UTF-8 as `\xff`, control
+/// characters escaped), since JSON strings cannot hold arbitrary bytes.
+pub fn quoted<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&quote_path(p))
+}
+
 /// Why a folder given to the report cannot be reported on at all.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("{}: not a run folder (no plan.toml, trials/, results.jsonl or trial.json)", quote_path(.0))]
     NotARun(PathBuf),
-    #[error("{}: {source}", quote_path(.path))]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: DirError,
-    },
+    #[error("{}: {}", quote_path(.path), why(.source))]
+    Open { path: PathBuf, source: DirError },
 }
 
 /// How a folder was read.
@@ -90,6 +93,7 @@ pub enum FolderKind {
 /// One folder the report read.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunInfo {
+    #[serde(serialize_with = "quoted")]
     pub dir: PathBuf,
     pub kind: FolderKind,
     pub run_id: Option<String>,
@@ -258,7 +262,7 @@ fn read_folder(path: &Path) -> Result<Folder, LoadError> {
             Ok(trials) => walk_trials(&trials, &mut f),
             Err(e) => f.problems.push(Problem {
                 path: dir.shown("trials"),
-                message: e.to_string(),
+                message: why(&e),
             }),
         }
     } else if has("results.jsonl") {
@@ -290,8 +294,19 @@ fn check_run_id(info: &RunInfo, r: &Record, path: &Path, problems: &mut Vec<Prob
     }
 }
 
+/// What went wrong with an entry, without its path (the problem has it).
+fn why(e: &DirError) -> String {
+    match e {
+        DirError::Planted { found, wanted, .. } => {
+            format!("{found}, not {wanted}; links and special files are never followed or opened")
+        }
+        DirError::HardLinked { links, .. } => format!("{links} hard links"),
+        DirError::Io { op, err, .. } => format!("{op}: {err}"),
+    }
+}
+
 fn read_text(dir: &Dir, name: &str, cap: u64) -> Result<String, String> {
-    let got = dir.read_capped(name, cap).map_err(|e| e.to_string())?;
+    let got = dir.read_capped(name, cap).map_err(|e| why(&e))?;
     if got.truncated() {
         return Err(format!("larger than {cap} bytes"));
     }
@@ -303,7 +318,7 @@ fn read_record(dir: &Dir) -> Result<Option<Record>, String> {
     let got = match dir.read_capped("trial.json", RECORD_CAP) {
         Ok(g) => g,
         Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(why(&e)),
     };
     if got.truncated() {
         return Err(format!(
@@ -360,7 +375,7 @@ fn listing(dir: &Dir, problems: &mut Vec<Problem>) -> Vec<String> {
         Err(e) => {
             problems.push(Problem {
                 path: dir.path().to_owned(),
-                message: e.to_string(),
+                message: why(&e),
             });
             return Vec::new();
         }
@@ -400,7 +415,7 @@ fn subdir(dir: &Dir, name: &str, problems: &mut Vec<Problem>) -> Option<Dir> {
         Err(e) => {
             problems.push(Problem {
                 path: dir.shown(name),
-                message: format!("{e}; skipped"),
+                message: format!("{}; skipped", why(&e)),
             });
             None
         }
@@ -483,7 +498,7 @@ fn walk_config(dir: &Dir, case: &str, config: &str, f: &mut Folder) {
                 Err(e) => {
                     f.problems.push(Problem {
                         path: path.clone(),
-                        message: format!("{e}; skipped"),
+                        message: format!("{}; skipped", why(&e)),
                     });
                     State::Unreadable
                 }
@@ -605,7 +620,7 @@ fn read_results(dir: &Dir, f: &mut Folder) {
         Err(e) => {
             f.problems.push(Problem {
                 path,
-                message: e.to_string(),
+                message: why(&e),
             });
             return;
         }

@@ -315,8 +315,8 @@ fn quantity(o: &Map<String, Value>, key: &str) -> Result<Option<f64>, FieldError
 fn reward(o: &Map<String, Value>) -> Result<u8, FieldError> {
     let v = field(o, "reward").ok_or_else(|| bad("reward", "missing"))?;
     match v.as_f64() {
-        Some(x) if x == 0.0 => Ok(0),
-        Some(x) if x == 1.0 => Ok(1),
+        Some(0.0) => Ok(0),
+        Some(1.0) => Ok(1),
         _ => Err(bad("reward", format!("{v}: must be 0 or 1"))),
     }
 }

@@ -50,6 +50,7 @@ pub struct TrialRow {
     pub cost_source: Option<String>,
     pub tokens: Option<Tokens>,
     pub earlier_attempts: u32,
+    #[serde(serialize_with = "super::load::quoted")]
     pub path: PathBuf,
 }
 
