@@ -99,7 +99,7 @@ pub fn exec(a: ReportArgs) -> Result<ExitStatus> {
     };
     let r = report::build(&opts)?;
     for p in r.problems.iter().take(SHOWN_PROBLEMS) {
-        messages::warning(p);
+        messages::warning(cbrun::fsutil::escape_controls(&p.to_string()));
     }
     if r.problems.len() > SHOWN_PROBLEMS {
         messages::warning(format_args!(

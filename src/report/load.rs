@@ -345,7 +345,14 @@ fn read_single_trial(dir: &Dir, f: &mut Folder) {
             let (case, repeat) = (r.case_id.clone(), r.repeat.unwrap_or(1));
             (State::Recorded(Box::new(r)), case, config, repeat)
         }
-        Ok(None) => unreachable!("the caller saw trial.json"),
+        Ok(None) => {
+            // Removed between the look and the read.
+            f.problems.push(Problem {
+                path: path.join("trial.json"),
+                message: "went away while it was read; skipped".into(),
+            });
+            (State::Pending, "(unknown)".into(), "(unknown)".into(), 1)
+        }
         Err(e) => {
             f.problems.push(Problem {
                 path: path.join("trial.json"),
