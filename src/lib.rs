@@ -11,6 +11,7 @@ pub mod host;
 pub mod image;
 pub mod judge;
 pub mod net;
+pub mod report;
 pub mod sandbox;
 pub mod scan;
 pub mod sys;

@@ -34,6 +34,7 @@ mod judge;
 mod limits;
 mod man;
 pub mod messages;
+mod report;
 mod sandbox;
 mod solve;
 mod trial;
@@ -78,6 +79,8 @@ enum Command {
     /// Run every control of the cases through the scan and the judge and
     /// check their expect.json.
     Validate(validate::ValidateArgs),
+    /// Tables (and an HTML page) from run folders: pass rates, times, costs, repeats, a baseline.
+    Report(Box<report::ReportArgs>),
     /// One-time host set-up steps that need real root.
     #[command(subcommand)]
     Admin(admin::AdminCommand),
@@ -99,6 +102,7 @@ fn dispatch(command: Command) -> Result<ExitStatus> {
         Command::Solve(a) => solve::exec(*a),
         Command::Judge(a) => judge::exec(*a),
         Command::Validate(a) => validate::exec(a),
+        Command::Report(a) => report::exec(*a),
         Command::Admin(c) => admin::exec(c),
         Command::Gc(a) => gc::exec(a),
         Command::Completions(a) => completions::exec(a),
