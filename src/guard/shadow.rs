@@ -178,6 +178,15 @@ impl Mapper<'_> {
     }
 }
 
+/// Whether `command` starts a Python interpreter or a pytest launcher
+/// anywhere (after `cd`, assignments or a wrapper such as `timeout 60`).
+pub fn runs_python(command: &str) -> bool {
+    tokenize(command).iter().any(|t| match t {
+        Tok::Word(w) => is_python(w) || matches!(base(w), "pytest" | "py.test"),
+        Tok::Sep => false,
+    })
+}
+
 /// Findings for a judge `command` run against the workspace copy at host
 /// path `workspace` (mounted at `/app`), one line each.
 pub fn shadowed_test_tools(workspace: &Path, command: &str) -> Vec<String> {

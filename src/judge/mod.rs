@@ -11,3 +11,4 @@
 pub mod channel;
 pub mod parse;
 pub mod reward;
+pub mod verdict;

@@ -2,8 +2,15 @@
 //! `/app`, the hidden tests read-only at `/tests/final`, a non-root user,
 //! the image's environment only. Its output goes to the trial folder and
 //! never back to the agent.
+//!
+//! The results come from cbrun's result channel (`judge::channel`), two
+//! pipes into the sandbox whose far ends cbrun holds; the log is kept for
+//! people, read capped, and decides only for runners cbrun has no reporter
+//! for (`judge::verdict`). Nothing the sandbox can write is read back as a
+//! result: `/logs/verifier` inside is a scratch folder nobody reads.
 
 use std::fs;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -12,8 +19,9 @@ use serde::Serialize;
 use crate::case::Case;
 use crate::fsutil::{write_atomic, write_json_atomic};
 use crate::guard;
-use crate::judge::parse::{self, Counts, Framework, Parsed, TestResult};
-use crate::judge::reward::{gate, GateInput};
+use crate::judge::channel::{Channel, ChannelReport};
+use crate::judge::parse::{self, Counts, Framework, TestResult};
+use crate::judge::verdict::{self, Evidence, Source};
 use crate::sandbox::config::RootfsSource;
 use crate::sandbox::run::{self, HostView};
 use crate::trial::copy::{self, CopyLimits, CopyReport};
@@ -70,8 +78,16 @@ pub struct JudgeReport {
     pub expected_count: Option<u64>,
     pub failed_tests: Vec<String>,
     pub tests: Vec<TestResult>,
-    /// Parsed from a JUnit XML file the runner wrote, not from the log.
-    pub from_junit: bool,
+    /// The judged code tampered with the test run (reward 0).
+    pub judge_tampered: bool,
+    /// What gave it away, one line each.
+    pub tamper_findings: Vec<String>,
+    /// Where the counted results came from: `channel` or `log`.
+    pub results_source: Option<Source>,
+    /// What the log said, for people; never counted for a Python suite.
+    pub log_counts: Option<Counts>,
+    /// The result channel's sessions (one per reporting test process).
+    pub channel: Option<ChannelReport>,
     pub judge_ban_hits: Vec<String>,
     pub workspace_copy: Option<CopyReport>,
     pub limits: Option<crate::sandbox::outcome::Limits>,
@@ -99,7 +115,11 @@ impl JudgeReport {
             expected_count: case.test_manifest.expected_count(),
             failed_tests: Vec::new(),
             tests: Vec::new(),
-            from_junit: false,
+            judge_tampered: false,
+            tamper_findings: Vec::new(),
+            results_source: None,
+            log_counts: None,
+            channel: None,
             judge_ban_hits: Vec::new(),
             workspace_copy: None,
             limits: None,
@@ -111,6 +131,13 @@ impl JudgeReport {
         self.reason = why.clone();
         self.judge_error = Some(why);
         self.infrastructure = infrastructure;
+        self.reward = 0;
+    }
+
+    fn tampered(&mut self, findings: Vec<String>) {
+        self.reason = format!("judge tampered: {}", findings.join("; "));
+        self.judge_tampered = true;
+        self.tamper_findings = findings;
         self.reward = 0;
     }
 }
@@ -182,14 +209,16 @@ fn judge_in(
     }
     let shadows = guard::shadow::shadowed_test_tools(&app, &report.command);
     if !shadows.is_empty() {
-        return Err(Failure(
-            format!(
-                "the workspace shadows the test runner: {}",
-                shadows.join("; ")
-            ),
-            false,
-        ));
+        report.tampered(
+            shadows
+                .into_iter()
+                .map(|s| format!("the workspace shadows the test runner: {s}"))
+                .collect(),
+        );
+        return Ok(());
     }
+    // Scratch for runners that insist on writing under /logs/verifier;
+    // never read back.
     let runner_out = work.join("runner");
     fs::create_dir(&runner_out).map_err(|e| infra("runner output folder", &e))?;
     if let Some(o) = owner {
@@ -223,14 +252,18 @@ fn judge_in(
         cfg.binds.push(bind(src, &dst.to_string_lossy(), true));
     }
     for (k, v) in &hook_binds.env {
-        // pytest also reports every test's outcome (-rA) and writes JUnit
-        // XML where the judge reads it.
+        // pytest also lists every test's outcome in the log (-rA), for
+        // people reading it.
         if k == "PYTEST_ADDOPTS" {
-            let v = format!("{v} -rA --junitxml=/logs/verifier/pytest-junit.xml");
-            set_env(&mut cfg, k, &v);
+            set_env(&mut cfg, k, &format!("{v} -rA"));
         } else {
             set_env(&mut cfg, k, v);
         }
+    }
+    let mut channel = Channel::open().map_err(|e| infra("result channel", &e))?;
+    cfg.pass_fds = channel.take_pass_fds();
+    for (k, v) in Channel::env() {
+        set_env(&mut cfg, &k, &v);
     }
     phase::hide_host_paths(&mut cfg, &[&case.dir, &dir.root], &work.join("empty"))
         .map_err(|e| infra("hiding host folders", &e))?;
@@ -245,11 +278,14 @@ fn judge_in(
         Path::new("/app").join(wd)
     };
 
-    let outcome = run::run(&cfg, host).map_err(|e| {
+    let outcome = run::run_with(&cfg, host, channel.hooks()).map_err(|e| {
         let code = e.exit_code();
         // A missing interpreter inside is the environment's fault too.
         Failure(format!("judge sandbox: {e} (exit {code})"), true)
     })?;
+    // cbrun's own copies of the write ends go, so the pipe reaches EOF.
+    cfg.pass_fds.clear();
+    let channel = channel.finish(Duration::from_secs(3));
     let _ = write_json_atomic(&dir.logs_cbrun().join("judge.outcome.json"), &outcome);
     report.exit_code = outcome.exit_code;
     report.signal = outcome.signal;
@@ -257,31 +293,31 @@ fn judge_in(
     report.limits = Some(outcome.limits.clone());
     report.warnings = outcome.warnings.clone();
 
-    let text = String::from_utf8_lossy(&fs::read(&log).unwrap_or_default()).into_owned();
+    let (text, cut) = read_capped(&log, LOG_CAP).unwrap_or_default();
+    if cut {
+        report.warnings.push(format!(
+            "final_tests.log is over {} MiB: only its first and last {} MiB were read",
+            LOG_CAP >> 20,
+            LOG_CAP >> 21
+        ));
+    }
     report.judge_ban_hits = text
         .lines()
         .filter(|l| l.contains("[cbrun judge-ban]"))
-        .map(|l| l.trim().to_owned())
+        .map(|l| l.trim().chars().take(500).collect())
         .take(50)
         .collect();
-    let parsed = junit_results(&runner_out)
-        .or_else(|| parse::parse_log(&text, Some(case.test_manifest.framework_label.as_str())));
-    if let Some(p) = &parsed {
-        report.framework = Some(p.framework.clone());
-        report.counts = Some(p.counts.clone());
-        report.failed_tests = p.failed_ids();
-        report.tests = p.tests.clone();
-    }
-    report.from_junit = parsed
-        .as_ref()
-        .map(|p| p.framework == Framework::Junit)
-        .unwrap_or(false);
+    let label = case.test_manifest.framework_label.as_str();
+    let logged = parse::parse_log(&text, Some(label));
+    report.log_counts = logged.as_ref().map(|p| p.counts.clone());
     if outcome.interrupted {
         report.interrupted = true;
+        report.channel = Some(channel);
         report.error("interrupted while the tests ran".into(), true);
         return Ok(());
     }
     if outcome.timed_out {
+        report.channel = Some(channel);
         report.error(
             format!(
                 "the tests did not finish within {:.0} s",
@@ -291,48 +327,58 @@ fn judge_in(
         );
         return Ok(());
     }
-    let verdict = gate(&GateInput {
-        parsed: parsed.as_ref(),
+    let python_suite = matches!(
+        Framework::from_label(label),
+        Some(Framework::Pytest | Framework::Unittest)
+    ) || guard::shadow::runs_python(&report.command);
+    let d = verdict::decide(&Evidence {
+        channel: &channel,
+        channel_expected: python_suite,
+        log: logged.as_ref(),
         exit_code: outcome.exit_code,
         timed_out: outcome.timed_out,
         expected_count: report.expected_count,
     });
-    report.reward = verdict.reward;
-    report.reason = verdict.reason;
-    if parsed.is_none() {
-        report.judge_error = Some("no test results could be parsed from the output".into());
+    report.channel = Some(channel);
+    report.results_source = Some(d.source);
+    if let Some(p) = &d.parsed {
+        report.framework = Some(p.framework.clone());
+        report.counts = Some(p.counts.clone());
+        report.failed_tests = p.failed_ids();
+        report.tests = p.tests.clone();
+    } else {
+        report.judge_error = Some(match d.source {
+            Source::Channel => "no test results came through cbrun's result channel".into(),
+            Source::Log => "no test results could be parsed from the output".into(),
+        });
     }
+    report.reward = d.reward;
+    report.reason = d.reason;
+    report.judge_tampered = !d.tampered.is_empty();
+    report.tamper_findings = d.tampered;
     Ok(())
 }
 
-/// Results from JUnit XML files the runner wrote, when any parse.
-fn junit_results(dir: &Path) -> Option<Parsed> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().map(|x| x == "xml").unwrap_or(false))
-        .filter(|p| p.symlink_metadata().map(|m| m.is_file()).unwrap_or(false))
-        .collect();
-    files.sort();
-    let mut merged: Option<Parsed> = None;
-    for f in files {
-        let Ok(text) = fs::read_to_string(&f) else {
-            continue;
-        };
-        let Ok(p) = parse::parse_junit(&text) else {
-            continue;
-        };
-        merged = Some(match merged {
-            None => p,
-            Some(mut m) => {
-                m.counts.add(&p.counts);
-                m.tests.extend(p.tests);
-                m
-            }
-        });
+/// The most of final_tests.log that is read (the judged code can make it
+/// any size: it is their stdout).
+const LOG_CAP: u64 = 16 << 20;
+
+/// The file's text, whole when it is at most `cap` bytes, else its first
+/// and last `cap / 2` bytes around a marker; and whether it was cut.
+fn read_capped(path: &Path, cap: u64) -> std::io::Result<(String, bool)> {
+    let mut f = fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    let mut buf = Vec::new();
+    if len <= cap {
+        f.by_ref().take(cap).read_to_end(&mut buf)?;
+        return Ok((String::from_utf8_lossy(&buf).into_owned(), false));
     }
-    merged
+    let half = cap / 2;
+    f.by_ref().take(half).read_to_end(&mut buf)?;
+    buf.extend_from_slice(format!("\n[cbrun: {} bytes not read]\n", len - 2 * half).as_bytes());
+    f.seek(SeekFrom::Start(len - half))?;
+    f.take(half).read_to_end(&mut buf)?;
+    Ok((String::from_utf8_lossy(&buf).into_owned(), true))
 }
 
 /// `run_acceptance.sh` when the case has one, else the expanded template.

@@ -106,7 +106,7 @@ impl Channel {
     /// verifies it.
     pub fn finish(mut self, grace: Duration) -> ChannelReport {
         self.pass.clear();
-        let closed = self.drain.to_eof(grace);
+        let closed = self.drain.read_to_eof(grace);
         let mut r = read_channel(
             &self.drain.buf,
             self.drain.overflowed,
@@ -159,7 +159,7 @@ impl Drain {
     }
 
     /// Reads until EOF or `grace` passes; whether EOF came.
-    fn to_eof(&mut self, grace: Duration) -> bool {
+    fn read_to_eof(&mut self, grace: Duration) -> bool {
         use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
         let end = Instant::now() + grace;
         while !self.eof {
@@ -235,10 +235,10 @@ mod tests {
         let (r, mut w) = io::pipe().unwrap();
         let mut d = Drain::new(File::from(OwnedFd::from(r)), 10);
         w.write_all(b"0123456789abcdef").unwrap();
-        assert!(!d.to_eof(Duration::from_millis(100)));
+        assert!(!d.read_to_eof(Duration::from_millis(100)));
         assert!(d.overflowed);
         assert_eq!(d.buf.len(), 10);
         drop(w);
-        assert!(d.to_eof(Duration::from_secs(1)));
+        assert!(d.read_to_eof(Duration::from_secs(1)));
     }
 }

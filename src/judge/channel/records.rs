@@ -48,6 +48,7 @@ pub struct RunSummary {
     pub runner: String,
     /// Collected tests, as announced.
     pub total: u64,
+    #[serde(skip)]
     pub inventory: Vec<String>,
     #[serde(skip)]
     pub results: Vec<TestResult>,
