@@ -602,3 +602,6 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
         }
     }
 }
+
+#[cfg(test)]
+mod reporter_tests;

@@ -8,7 +8,15 @@
 # an xfail counts as skipped and an xpass as failed. At registration (before
 # any conftest or test module is imported) it captures pytest's and
 # pluggy's functions and classes; at every test and at the end it checks
-# them, and that no hook implementation comes from the workspace.
+# them, and that no hook implementation comes from the workspace. Between
+# registration and the session's start pytest itself adds and replaces a
+# few attributes (its legacy-path shims): changes then count only when the
+# new code is not pytest's own; from the session's start on, any change
+# counts.
+"""cbrun's pytest plugin (already imported when pytest registers it).
+
+PYTEST_DONT_REWRITE
+"""
 
 import sys
 
@@ -61,18 +69,29 @@ def pytest_addoption(parser, pluginmanager):
     if S is None:
         return
     S.mode = "pytest"
-    mods = [
-        m
-        for n, m in sorted(sys.modules.items())
-        if m is not None and n.partition(".")[0] in ("pytest", "_pytest", "pluggy") and hasattr(m, "__dict__")
-    ]
-    S.pytest_watch = S.watch(mods)
+    S.pytest_watch = S.watch(_pytest_modules())
 
 
 def pytest_configure(config):
     S = _session()
     if S is not None:
         S.pytest_config = config
+
+
+def _pytest_modules():
+    return [
+        m
+        for n, m in sorted(sys.modules.items())
+        if m is not None and n.partition(".")[0] in ("pytest", "_pytest", "pluggy") and hasattr(m, "__dict__")
+    ]
+
+
+def pytest_sessionstart(session):
+    S = _session()
+    if S is None:
+        return
+    S.tamper(S.check(S.pytest_watch, lenient=True) + S.check(S.watched))
+    S.pytest_watch = S.watch(_pytest_modules())
 
 
 def pytest_collectreport(report):

@@ -344,19 +344,35 @@ class _Session(object):
                         out.append((mod.__name__ + "." + k + "." + k2, cd, k2, _ident(cd[k2]), False))
         return out
 
-    def check(self, watched):
+    def check(self, watched, lenient=False):
+        # lenient: a change counts only when the new object's code does not
+        # come from the Python installation.
         bad = []
         for label, d, k, ident, is_keys in watched:
             if is_keys:
                 now = frozenset(k2 for k2, v2 in d.items() if callable(v2) or hasattr(type(v2), "__get__"))
                 for extra in sorted(now - ident):
-                    bad.append("%s.%s was added after start-up" % (label, extra))
+                    if not (lenient and self.installed(d.get(extra))):
+                        bad.append("%s.%s was added after start-up" % (label, extra))
                 continue
             if k not in d:
-                bad.append("%s was deleted" % label)
-            elif _ident(d[k]) != ident:
+                if not lenient:
+                    bad.append("%s was deleted" % label)
+            elif _ident(d[k]) != ident and not (lenient and self.installed(d[k])):
                 bad.append("%s was replaced or patched" % label)
         return ["runner patched: " + b for b in bad]
+
+    def installed(self, v):
+        # Whether v is a function, property or class whose code lives in
+        # the Python installation.
+        f = v.fget if isinstance(v, property) else getattr(v, "__func__", v)
+        if isinstance(f, type):
+            mod = sys.modules.get(getattr(f, "__module__", ""), None)
+            path = getattr(mod, "__file__", None)
+        else:
+            c = getattr(f, "__code__", None)
+            path = getattr(c, "co_filename", None)
+        return isinstance(path, str) and self.allowed(path)
 
     def origins(self):
         bad = []
@@ -364,17 +380,27 @@ class _Session(object):
             top = name.partition(".")[0]
             if m is None or not (top in self.stdlib or top in RUNNER_TOPS) or name == "__main__":
                 continue
-            try:
-                d = vars(m)
-            except TypeError:
+            if not isinstance(m, type(sys)):
+                # typing.io and the like: objects of their parent module.
+                parent = name.rpartition(".")[0]
+                if parent and getattr(m, "__module__", None) == parent and parent in sys.modules:
+                    continue
                 bad.append("sys.modules[%r] is not a module" % name)
                 continue
+            d = vars(m)
             f = d.get("__file__")
             spec = d.get("__spec__")
             origin = getattr(spec, "origin", None) if spec is not None else None
             if not isinstance(f, str) or not f:
                 if origin in ("built-in", "frozen") or name in sys.builtin_module_names:
                     continue
+                # A submodule made by its package (py.error, pyexpat.errors).
+                parent, _, leaf = name.rpartition(".")
+                pm = sys.modules.get(parent) if parent else None
+                if pm is not None and getattr(pm, leaf, None) is m:
+                    pf = vars(pm).get("__file__")
+                    if parent in sys.builtin_module_names or (isinstance(pf, str) and self.allowed(pf)):
+                        continue
                 locs = list(getattr(spec, "submodule_search_locations", None) or d.get("__path__", None) or [])
                 if locs and all(isinstance(p, str) and self.allowed(p) for p in locs):
                     continue
@@ -571,7 +597,8 @@ class _Session(object):
         findings = []
         try:
             findings += self.check(self.watched)
-            findings += self.check(self.pytest_watch)
+            # pytest undoes its own additions when it unconfigures.
+            findings += self.check(self.pytest_watch, lenient=True)
             findings += self.origins()
             findings += self.shadows()
             if self.pytest_expected and self.mode != "pytest":
