@@ -743,11 +743,14 @@ mod tests {
         let _ = fs::remove_dir_all(&w);
     }
 
+    /// A named way to plant a shadow in a workspace.
+    type Form<'a> = (&'a str, &'a dyn Fn(&Path));
+
     #[test]
     fn shadows_in_every_form_and_symlinks_resolved_inside_the_copy() {
         use std::os::unix::fs::symlink;
         let cmd = "cd /app && PYTHONPATH=src python3 /tests/final/run.py";
-        let forms: &[(&str, &dyn Fn(&Path))] = &[
+        let forms: &[Form] = &[
             ("sourceless .pyc", &|w| touch(&w.join("src/unittest.pyc"))),
             ("extension module", &|w| {
                 touch(&w.join("src/unittest.cpython-311-x86_64-linux-gnu.so"))

@@ -136,6 +136,9 @@ fn python_ok() -> bool {
     ok
 }
 
+/// A named way to plant something in a world.
+type Form<'a> = (&'a str, &'a dyn Fn(&World));
+
 const GOOD: &str = "def add(a, b):\n    return a + b\n";
 const STUB: &str = "def add(a, b):\n    return 0\n";
 
@@ -236,7 +239,7 @@ fn shadows_on_sys_path_are_found_inside_in_every_form() {
         return;
     }
     use std::os::unix::fs::symlink;
-    let forms: &[(&str, &dyn Fn(&World))] = &[
+    let forms: &[Form] = &[
         ("sourceless .pyc", &|w| {
             let o = Command::new("python3")
                 .args([
