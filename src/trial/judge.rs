@@ -252,13 +252,7 @@ fn judge_in(
         cfg.binds.push(bind(src, &dst.to_string_lossy(), true));
     }
     for (k, v) in &hook_binds.env {
-        // pytest also lists every test's outcome in the log (-rA), for
-        // people reading it.
-        if k == "PYTEST_ADDOPTS" {
-            set_env(&mut cfg, k, &format!("{v} -rA"));
-        } else {
-            set_env(&mut cfg, k, v);
-        }
+        set_env(&mut cfg, k, v);
     }
     let mut channel = Channel::open().map_err(|e| infra("result channel", &e))?;
     cfg.pass_fds = channel.take_pass_fds();

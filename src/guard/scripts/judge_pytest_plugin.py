@@ -7,8 +7,9 @@
 # the end of the session. A test passes only when all three phases passed;
 # an xfail counts as skipped and an xpass as failed. At registration (before
 # any conftest or test module is imported) it captures pytest's and
-# pluggy's functions and classes; at every test and at the end it checks
-# them, and that no hook implementation comes from the workspace. Between
+# pluggy's functions and classes; after every test it checks those a test's
+# run goes through, at the end all of them, and that no hook implementation
+# comes from the workspace. Between
 # registration and the session's start pytest itself adds and replaces a
 # few attributes (its legacy-path shims): changes then count only when the
 # new code is not pytest's own; from the session's start on, any change
@@ -29,7 +30,7 @@ def _session():
     return None if s is None or s.dead else s
 
 
-_state = {"run": None, "phases": {}, "collect_errors": [], "hooks_checked": 0}
+_state = {"run": None, "phases": {}, "collect_errors": [], "hot": []}
 
 
 def _hook_findings(S, config):
@@ -57,10 +58,47 @@ def _hook_findings(S, config):
     return bad
 
 
-def _check(S):
-    findings = S.check(S.pytest_watch) + S.check(S.watched)
-    if S.pytest_config is not None:
-        findings += _hook_findings(S, S.pytest_config)
+# The modules a test's run goes through, checked after every test; the
+# rest of pytest is checked at the session's start and end.
+_HOT = (
+    "pytest",
+    "_pytest.runner",
+    "_pytest.python",
+    "_pytest.python_api",
+    "_pytest.raises",
+    "_pytest.reports",
+    "_pytest.main",
+    "_pytest.unittest",
+    "_pytest.fixtures",
+    "_pytest.outcomes",
+    "_pytest.skipping",
+    "_pytest.nodes",
+    "_pytest.assertion",
+    "_pytest.assertion.rewrite",
+    "_pytest.assertion.util",
+    "pluggy._callers",
+    "pluggy._hooks",
+    "pluggy._manager",
+    "pluggy._result",
+)
+
+
+def _check(S, deep=False):
+    if deep:
+        findings = S.check(S.pytest_watch, deep=True) + S.check(S.watched, deep=True)
+    else:
+        findings = S.check(_state["hot"]) + S.check(S.watched)
+    cfg = S.pytest_config
+    if cfg is not None:
+        # Hook implementations change only when plugins come or go: scan
+        # them then (and at the end).
+        try:
+            sig = tuple(sorted(id(p) for p in cfg.pluginmanager.get_plugins()))
+        except Exception:
+            sig = None
+        if deep or sig is None or sig != _state.get("plugins"):
+            _state["plugins"] = sig
+            findings += _hook_findings(S, cfg)
     S.tamper(findings)
 
 
@@ -92,6 +130,7 @@ def pytest_sessionstart(session):
         return
     S.tamper(S.check(S.pytest_watch, lenient=True) + S.check(S.watched))
     S.pytest_watch = S.watch(_pytest_modules())
+    _state["hot"] = S.watch([m for m in _pytest_modules() if m.__name__ in _HOT])
 
 
 def pytest_collectreport(report):
@@ -163,6 +202,6 @@ def pytest_sessionfinish(session, exitstatus):
         o, why = _outcome(reps)
         S.test(run, nid, "error" if o == "passed" else o, why or "unfinished")
     _state["phases"].clear()
-    _check(S)
+    _check(S, deep=True)
     S.emit("end", run=run, runner="pytest", exitstatus=int(exitstatus))
     _state["run"] = None

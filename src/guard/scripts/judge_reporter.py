@@ -218,6 +218,7 @@ class _Session(object):
         self.dead = False
         self.runs = 0
         self.sent = set()
+        self.ws_files = {}
         self.mode = None  # "pytest" once cbrun's pytest plugin is registered
         self.pytest_expected = kind == "module" and what in ("pytest", "py.test") or (
             kind == "script" and os.path.basename(what or "") in ("pytest", "py.test")
@@ -318,47 +319,71 @@ class _Session(object):
         if c is None:
             return None
         fn = c.co_filename
-        if fn and not fn.startswith("<"):
+        if not isinstance(fn, str) or not fn or fn.startswith("<"):
+            return None
+        hit = self.ws_files.get(fn)
+        if hit is None:
             try:
-                if self.inside(self.realpath(fn), self.ws) or self.inside(fn, self.ws):
-                    return fn
+                hit = self.inside(self.realpath(fn), self.ws) or self.inside(fn, self.ws)
             except Exception:
-                return fn
-        return None
+                hit = True
+            if len(self.ws_files) < 100000:
+                self.ws_files[fn] = hit
+        return fn if hit else None
 
     def watch(self, modules):
-        # (label, namespace dict, key, identity) for every callable or
-        # descriptor of each module and of the classes it defines.
+        # For every callable or descriptor of each module and of the classes
+        # it defines: (label, namespace dict, key, the object, its code, its
+        # deep identity); for each class dict also its callable keys.
         out = []
         for mod in modules:
             d = vars(mod)
             for k, v in list(d.items()):
                 if not (callable(v) or hasattr(type(v), "__get__")):
                     continue
-                out.append((mod.__name__ + "." + k, d, k, _ident(v), False))
+                f = _func(v)
+                out.append((mod.__name__ + "." + k, d, k, v, f, getattr(f, "__code__", None), _ident(v)))
                 if isinstance(v, type) and getattr(v, "__module__", None) == mod.__name__:
                     cd = vars(v)
                     keys = frozenset(k2 for k2, v2 in cd.items() if callable(v2) or hasattr(type(v2), "__get__"))
-                    out.append((mod.__name__ + "." + k, cd, None, keys, True))
+                    out.append((mod.__name__ + "." + k, cd, None, [len(cd)], None, None, keys))
                     for k2 in keys:
-                        out.append((mod.__name__ + "." + k + "." + k2, cd, k2, _ident(cd[k2]), False))
+                        v2 = cd[k2]
+                        f2 = _func(v2)
+                        out.append((mod.__name__ + "." + k + "." + k2, cd, k2, v2, f2, getattr(f2, "__code__", None), _ident(v2)))
         return out
 
-    def check(self, watched, lenient=False):
-        # lenient: a change counts only when the new object's code does not
-        # come from the Python installation.
+    def check(self, watched, lenient=False, deep=False):
+        # Per test a fast check (the same objects, the same code); at the
+        # end a deep one (defaults, closure cells too). lenient: a change
+        # counts only when the new object's code does not come from the
+        # Python installation, and deletions do not count.
         bad = []
-        for label, d, k, ident, is_keys in watched:
-            if is_keys:
+        missing = _MISSING
+        for label, d, k, obj, func, code, ident in watched:
+            if k is None:
+                n = len(d)
+                if n == obj[0] and not deep:
+                    continue
                 now = frozenset(k2 for k2, v2 in d.items() if callable(v2) or hasattr(type(v2), "__get__"))
-                for extra in sorted(now - ident):
+                extras = sorted(now - ident)
+                if not extras:
+                    obj[0] = n  # only data attributes came or went
+                for extra in extras:
                     if not (lenient and self.installed(d.get(extra))):
                         bad.append("%s.%s was added after start-up" % (label, extra))
                 continue
-            if k not in d:
+            v = d.get(k, missing)
+            if v is missing:
                 if not lenient:
                     bad.append("%s was deleted" % label)
-            elif _ident(d[k]) != ident and not (lenient and self.installed(d[k])):
+                continue
+            # The same object: its underlying function is the same too
+            # (__func__ is read-only), only its code can have moved.
+            same = v is obj and (code is None or func.__code__ is code)
+            if same and deep:
+                same = _ident(v) == ident
+            if not same and not (lenient and self.installed(v)):
                 bad.append("%s was replaced or patched" % label)
         return ["runner patched: " + b for b in bad]
 
@@ -565,7 +590,7 @@ class _Session(object):
             finally:
                 state["depth"] = 0
                 state["run"] = None
-                S.tamper(S.check(S.watched))
+                S.tamper(S.check(S.watched, deep=True))
                 try:
                     n = int(result.testsRun) - started
                 except Exception:
@@ -596,9 +621,9 @@ class _Session(object):
     def _at_exit(self):
         findings = []
         try:
-            findings += self.check(self.watched)
+            findings += self.check(self.watched, deep=True)
             # pytest undoes its own additions when it unconfigures.
-            findings += self.check(self.pytest_watch, lenient=True)
+            findings += self.check(self.pytest_watch, lenient=True, deep=True)
             findings += self.origins()
             findings += self.shadows()
             if self.pytest_expected and self.mode != "pytest":
@@ -615,6 +640,17 @@ class _Session(object):
             findings.append("reporter: the exit check failed: %s: %s" % (type(e).__name__, e))
         self.emit("exit", findings=[f[:1000] for f in findings[:50]])
         self.dead = True
+
+
+_MISSING = object()
+
+
+def _func(v):
+    # The function object whose code a callable runs, if it has one.
+    if isinstance(v, type):
+        return None
+    f = getattr(v, "__func__", v)
+    return f if getattr(f, "__code__", None) is not None else None
 
 
 def _ident(v):
