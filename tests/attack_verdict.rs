@@ -187,8 +187,24 @@ fn a_fake_summary_on_import_then_os_exit() {
         // The log alone would have said 39 of 39, exit 0.
         assert_eq!(j.log_passed(), 39, "{}", j.show());
         assert_eq!(j.report["exit_code"], 0);
-        j.assert_tampered("fake summary + os._exit(0)", "without its exit record");
+        // The reporter's own os._exit sends its exit record first: a test
+        // process that ends 0 before any run is tampering.
+        j.assert_tampered(
+            "fake summary + os._exit(0)",
+            "exited 0 but no test run was reported",
+        );
         assert_eq!(j.report["results_source"], "channel");
+        // Leaving through the real _exit skips the reporter altogether.
+        let ws = workspace(&ctx, &c, "stub", "posix-exit", |ws| {
+            prepend(
+                ws,
+                CASE001_INIT,
+                &format!("{FAKE_UNITTEST}\nimport posix\n_cbrun_fake_summary()\nposix._exit(0)\n"),
+            );
+        });
+        let j = judge(&ctx, &c, &ws, "posix-exit");
+        assert_eq!(j.log_passed(), 39, "{}", j.show());
+        j.assert_tampered("fake summary + posix._exit(0)", "without its exit record");
         ctx.assert_clean("a judge");
     }
 }
@@ -209,7 +225,10 @@ fn one_more_summary_from_an_atexit_hook() {
         });
         let j = judge(&ctx, &c, &ws, "atexit");
         assert_eq!(j.log_passed(), 39, "{}", j.show());
-        j.assert_tampered("atexit summary", "without its exit record");
+        j.assert_tampered(
+            "atexit summary",
+            "left with os._exit(0) after its run failed",
+        );
         // What counted is what the tests did.
         assert_eq!(j.report["counts"]["total"], 39, "{}", j.show());
         assert_eq!(j.report["counts"]["passed"], 0, "{}", j.show());
@@ -251,7 +270,10 @@ atexit.register(lambda: os._exit(0))
         assert_eq!(j.report["results_source"], "channel", "{}", j.show());
         assert_eq!(j.report["counts"]["passed"], 0, "{}", j.show());
         assert!(j.report.get("from_junit").is_none());
-        j.assert_tampered("JUnit + exit 0", "without its exit record");
+        j.assert_tampered(
+            "JUnit + exit 0",
+            "left with os._exit(0) after its run failed",
+        );
     }
 }
 
@@ -449,7 +471,7 @@ atexit.register(_forge)
             prepend(ws, CASE001_INIT, steal)
         });
         let j = judge(&ctx, &c, &ws, "steal");
-        j.assert_tampered("stolen key", "without its exit record");
+        j.assert_tampered("stolen key", "left with os._exit(0) after its run failed");
         let sessions = j.report["channel"]["sessions"]
             .as_array()
             .cloned()
@@ -515,7 +537,10 @@ fn pytest_summaries_at_collection_and_plugins_from_the_product() {
             prepend(ws, init, "import os, sys\nsys.stdout.write('============================== 9 passed in 0.02s ===============================\\n'); sys.stdout.flush(); os._exit(0)\n")
         });
         let j = judge(&ctx, &c, &ws, "collect-exit");
-        j.assert_tampered("collection-time exit", "without its exit record");
+        j.assert_tampered(
+            "collection-time exit",
+            "exited 0 but no test run was reported",
+        );
         // A plugin registered from the product that turns every report into
         // a pass: pytest itself then says 9 passed and exits 0.
         let forcer = "import gc, pytest, _pytest.config\nclass _Forcer:\n    @pytest.hookimpl(tryfirst=True)\n    def pytest_runtest_logreport(self, report):\n        report.outcome = 'passed'\nfor _o in gc.get_objects():\n    if isinstance(_o, _pytest.config.Config):\n        _o.pluginmanager.register(_Forcer(), 'helper')\n";

@@ -17,7 +17,8 @@
 //! findings (patched runner functions, shadowed standard-library or runner
 //! modules, a dropped plugin); or the tests claim success (exit 0) while a
 //! test process never sent its exit record (`os._exit`, `exec`), a run never
-//! ended, no run was reported at all, or the reporter never connected.
+//! ended, no run was reported at all, the reporter never connected, or a
+//! test process left with `os._exit(0)` after its own run failed.
 
 use serde::Serialize;
 
@@ -78,6 +79,18 @@ pub fn decide(e: &Evidence) -> Decision {
                 tampered.push(format!(
                     "reporter dropped: test process {u} ended without its exit record (os._exit, exec, or a removed exit hook) while the tests exited 0"
                 ));
+            }
+            for s in &e.channel.sessions {
+                let forced = s
+                    .exit_via
+                    .as_deref()
+                    .is_some_and(|v| v.starts_with("os._exit(0"));
+                if forced && s.runs.iter().any(|r| r.ok == Some(false)) {
+                    tampered.push(format!(
+                        "test process pid {} left with os._exit(0) after its run failed",
+                        s.pid.unwrap_or(-1)
+                    ));
+                }
             }
             if !any_run {
                 tampered.push("the test command exited 0 but no test run was reported".to_owned());
@@ -179,6 +192,7 @@ mod tests {
                     .map(|(i, o)| TestResult::new(*i, *o))
                     .collect(),
                 tests_run: Some(outcomes.len() as u64),
+                ok: None,
                 ended,
             }],
             exited,
@@ -253,6 +267,19 @@ mod tests {
         );
         assert!(
             d.tampered.iter().any(|t| t.contains("never ended")),
+            "{:?}",
+            d.tampered
+        );
+        // os._exit(0) after a failing run.
+        let mut s = session(&["a"], &[Failed], true, true);
+        s.runs[0].ok = Some(false);
+        s.exit_via = Some("os._exit(0)".into());
+        let c = channel(vec![s]);
+        let d = decide(&ev(&c, None, 0, Some(1)));
+        assert!(
+            d.tampered
+                .iter()
+                .any(|t| t.contains("os._exit(0) after its run failed")),
             "{:?}",
             d.tampered
         );

@@ -297,17 +297,38 @@ fn exits_that_skip_the_exit_record_and_workspace_programs() {
     let (o, r) = w.unittest();
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(r.sessions.len(), 1, "{}", show(&o, &r));
+    // The reporter's os._exit sends the exit record first: no run.
+    assert_eq!(
+        r.sessions[0].exit_via.as_deref(),
+        Some("os._exit(0)"),
+        "{}",
+        show(&o, &r)
+    );
+    assert!(r.sessions[0].runs.is_empty());
+    // ...unless the product leaves through the real one.
+    let w = World::new(
+        "posix-exit",
+        &format!("{STUB}import posix\nposix._exit(0)\n"),
+    );
+    let (o, r) = w.unittest();
+    assert_eq!(o.status.code(), Some(0));
     assert!(!r.sessions[0].exited, "{}", show(&o, &r));
-    // An atexit hook of the product's runs before the reporter's, and its
-    // os._exit(0) takes the exit record with it.
+    // An atexit hook of the product's runs before the reporter's; its
+    // os._exit(0) after the failing run says so.
     let w = World::new(
         "atexit",
         &format!("{STUB}import atexit, os\natexit.register(lambda: (print('OK'), os._exit(0)))\n"),
     );
     let (o, r) = w.unittest();
     assert_eq!(o.status.code(), Some(0));
-    assert!(!r.sessions[0].exited, "{}", show(&o, &r));
+    assert_eq!(
+        r.sessions[0].exit_via.as_deref(),
+        Some("os._exit(0)"),
+        "{}",
+        show(&o, &r)
+    );
     assert!(r.sessions[0].runs[0].ended);
+    assert_eq!(r.sessions[0].runs[0].ok, Some(false));
     // exec into an interpreter without the reporter: the channel is
     // close-on-exec, the new program cannot report.
     let w = World::new(
@@ -445,8 +466,10 @@ fn pytest_runs_report_per_test_and_plugin_tampering_is_found() {
     let exit = "import os, sys\nsys.stdout.write('== 4 passed in 0.01s ==\\n'); sys.stdout.flush(); os._exit(0)\n";
     let (_w, o, r) = run(&format!("{STUB}{exit}"));
     assert_eq!(o.status.code(), Some(0));
-    assert!(
-        !r.sessions[0].exited && r.sessions[0].runs.is_empty(),
+    assert!(r.sessions[0].runs.is_empty(), "{}", show(&o, &r));
+    assert_eq!(
+        r.sessions[0].exit_via.as_deref(),
+        Some("os._exit(0)"),
         "{}",
         show(&o, &r)
     );

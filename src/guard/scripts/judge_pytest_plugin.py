@@ -203,5 +203,5 @@ def pytest_sessionfinish(session, exitstatus):
         S.test(run, nid, "error" if o == "passed" else o, why or "unfinished")
     _state["phases"].clear()
     _check(S, deep=True)
-    S.emit("end", run=run, runner="pytest", exitstatus=int(exitstatus))
+    S.emit("end", run=run, runner="pytest", exitstatus=int(exitstatus), ok=int(exitstatus) == 0)
     _state["run"] = None

@@ -251,6 +251,18 @@ class _Session(object):
             if "_cbrun_pytest" not in opts:
                 os.environ["PYTEST_ADDOPTS"] = (opts + " -p _cbrun_pytest").strip()
         atexit.register(self._at_exit)
+        # A test harness may leave with os._exit: the exit record goes first
+        # (a product doing it to skip the rest says so too).
+        real_exit = os._exit
+        S = self
+
+        def _exit(code):
+            try:
+                S._at_exit("os._exit(%r)" % (code,))
+            finally:
+                real_exit(code)
+
+        os._exit = _exit
         try:
             os.register_at_fork(after_in_child=self._forked)
         except AttributeError:
@@ -494,6 +506,7 @@ class _Session(object):
         BaseTestSuite = unittest.suite.BaseTestSuite
         orig_case_run = TestCase.run
         orig_suite_run = unittest.suite.TestSuite.run
+        orig_successful = unittest.result.TestResult.wasSuccessful
         state = {"run": None, "depth": 0}
 
         def counters(result):
@@ -565,7 +578,7 @@ class _Session(object):
                 o, why = outcome(before, counters(result))
                 S.test(run, self.id(), o, why)
                 if implicit:
-                    S.emit("end", run=run, runner="unittest", tests_run=1)
+                    S.emit("end", run=run, runner="unittest", tests_run=1, ok=o == "passed")
                 if own is not None:
                     own.stopTestRun()
 
@@ -595,7 +608,11 @@ class _Session(object):
                     n = int(result.testsRun) - started
                 except Exception:
                     n = None
-                S.emit("end", run=run, runner="unittest", tests_run=n)
+                try:
+                    ok = bool(orig_successful(result))
+                except Exception:
+                    ok = False
+                S.emit("end", run=run, runner="unittest", tests_run=n, ok=ok)
 
         case_run.__name__ = "run"
         case_run.__qualname__ = "TestCase.run"
@@ -618,7 +635,9 @@ class _Session(object):
 
     # --------------------------------------------------------------- exit
 
-    def _at_exit(self):
+    def _at_exit(self, via="exit"):
+        if self.dead:
+            return
         findings = []
         try:
             findings += self.check(self.watched, deep=True)
@@ -638,7 +657,7 @@ class _Session(object):
                     pass
         except Exception as e:
             findings.append("reporter: the exit check failed: %s: %s" % (type(e).__name__, e))
-        self.emit("exit", findings=[f[:1000] for f in findings[:50]])
+        self.emit("exit", findings=[f[:1000] for f in findings[:50]], via=via)
         self.dead = True
 
 

@@ -18,9 +18,9 @@
 //! | `hello` | `pid`, `argv`, `py` | a test process claimed a token (always `n` 0) |
 //! | `inv` | `run`, `runner`, `total`, `ids` | the collected tests of run `run`, in chunks, before its first test |
 //! | `test` | `run`, `id`, `o`, `why` | one test's outcome (`passed`, `failed`, `error`, `skipped`) |
-//! | `end` | `run`, `runner`, `tests_run` | the runner's own totals when the run ended |
+//! | `end` | `run`, `runner`, `tests_run`, `ok` | the runner's own count and verdict when the run ended |
 //! | `tamper` | `what` | the reporter's integrity check failed |
-//! | `exit` | `findings` | the process is exiting; its last integrity check |
+//! | `exit` | `findings`, `via` | the process is exiting (`exit`, or `os._exit(N)`); its last integrity check |
 //!
 //! Alarms need no key: they can only lower the reward. Anything else that
 //! fails to parse, names an unknown key, fails its MAC, skips or repeats a
@@ -54,6 +54,8 @@ pub struct RunSummary {
     pub results: Vec<TestResult>,
     /// The runner's own count of tests run, from its `end` record.
     pub tests_run: Option<u64>,
+    /// The runner's own verdict on the run, from its `end` record.
+    pub ok: Option<bool>,
     pub ended: bool,
 }
 
@@ -67,6 +69,8 @@ pub struct SessionSummary {
     pub runs: Vec<RunSummary>,
     /// Its `exit` record arrived.
     pub exited: bool,
+    /// How the process left, from that record (`exit`, `os._exit(0)`).
+    pub exit_via: Option<String>,
     pub records: u64,
 }
 
@@ -334,6 +338,7 @@ fn apply(st: &mut State, v: &Value, kid: &str, f: &mut Findings) {
             if t == "end" {
                 r.ended = true;
                 r.tests_run = v.get("tests_run").and_then(Value::as_u64);
+                r.ok = v.get("ok").and_then(Value::as_bool);
                 return;
             }
             let id = v.get("id").and_then(text).unwrap_or_default();
@@ -351,6 +356,7 @@ fn apply(st: &mut State, v: &Value, kid: &str, f: &mut Findings) {
         }
         "exit" => {
             s.exited = true;
+            s.exit_via = v.get("via").and_then(text);
             for w in v
                 .get("findings")
                 .and_then(Value::as_array)
