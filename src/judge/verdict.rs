@@ -2,7 +2,8 @@
 //!
 //! The judge's log is untrusted text: the judged code shares its stdout.
 //! - A Python suite (the case's `framework_label` is `pytest`/`unittest`,
-//!   or the test command starts Python) is judged from the result channel
+//!   or it names no known framework and the test command starts Python) is
+//!   judged from the result channel
 //!   only ([`super::channel`]): the reporter's per-test records, checked
 //!   against the inventory it sent before the first test. The log's counts
 //!   are kept for people, never counted.
@@ -37,7 +38,8 @@ pub enum Source {
 /// Everything the verdict looks at.
 pub struct Evidence<'a> {
     pub channel: &'a ChannelReport,
-    /// A Python suite: the channel must decide.
+    /// A Python suite: the channel decides. Otherwise only its tampering
+    /// evidence counts.
     pub channel_expected: bool,
     pub log: Option<&'a Parsed>,
     pub exit_code: Option<i32>,
@@ -62,9 +64,10 @@ pub fn decide(e: &Evidence) -> Decision {
     let mut problems: Vec<String> = Vec::new();
     let claims_success = e.exit_code == Some(0) && !e.timed_out;
     let t = tally(e.channel);
-    let use_channel =
-        e.channel_expected || t.runs > 0 || e.channel.sessions.iter().any(|s| !s.runs.is_empty());
-    let (source, parsed) = if use_channel {
+    // Never the channel for another runner: any process of such a suite
+    // (product code linked into a test binary included) holds the token
+    // pipe, and could make a session of its own.
+    let (source, parsed) = if e.channel_expected {
         tampered.extend(t.strangers.iter().cloned());
         let any_run = e.channel.sessions.iter().any(|s| !s.runs.is_empty());
         if !e.channel.connected() {
@@ -306,6 +309,29 @@ mod tests {
         assert_eq!(d.reward, 0);
         assert!(d.reason.contains("never reported"), "{}", d.reason);
         assert_eq!(d.parsed.unwrap().counts, Counts::new(1, 0, 1, 0));
+    }
+
+    #[test]
+    fn a_session_never_decides_for_another_runner() {
+        // A forged all-pass session next to a failing TAP log.
+        let c = channel(vec![session(&["a", "b"], &[Passed, Passed], true, true)]);
+        let tap =
+            super::super::parse::parse_log("1..2\nok 1 - a\nnot ok 2 - b\n", Some("tap")).unwrap();
+        let mut e = ev(&c, Some(&tap), 1, Some(2));
+        e.channel_expected = false;
+        let d = decide(&e);
+        assert_eq!((d.reward, d.source), (0, Source::Log));
+        assert!(d.reason.contains("1 failed"), "{}", d.reason);
+        // Its tampering evidence still counts.
+        let mut c = channel(vec![]);
+        c.tampered
+            .push("a channel record failed its MAC (forged or altered)".into());
+        let ok = super::super::parse::parse_log("1..1\nok 1 - a\n", Some("tap")).unwrap();
+        let mut e = ev(&c, Some(&ok), 0, Some(1));
+        e.channel_expected = false;
+        let d = decide(&e);
+        assert_eq!(d.reward, 0);
+        assert_eq!(d.tampered.len(), 1);
     }
 
     #[test]

@@ -321,10 +321,12 @@ fn judge_in(
         );
         return Ok(());
     }
-    let python_suite = matches!(
-        Framework::from_label(label),
-        Some(Framework::Pytest | Framework::Unittest)
-    ) || guard::shadow::runs_python(&report.command);
+    // The label decides; a case without a known one is a Python suite when
+    // its command starts Python.
+    let python_suite = match Framework::from_label(label) {
+        Some(f) => matches!(f, Framework::Pytest | Framework::Unittest),
+        None => guard::shadow::runs_python(&report.command),
+    };
     let d = verdict::decide(&Evidence {
         channel: &channel,
         channel_expected: python_suite,
