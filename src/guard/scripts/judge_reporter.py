@@ -243,7 +243,14 @@ class _Session(object):
                 except Exception:
                     pass
         self._dumpable_off()
-        self.emit("hello", pid=self.owner, argv=[a[:300] for a in argv[:64]], py=sys.version.split()[0])
+        shown, room = [], 1500
+        for a in argv[:32]:
+            a = a[:200]
+            if len(a) > room:
+                break
+            shown.append(a)
+            room -= len(a)
+        self.emit("hello", pid=self.owner, argv=shown, py=sys.version.split()[0][:20])
         self._hook_unittest()
         self._preload_pytest_plugin(os)
         if self.pytest_expected:
@@ -282,6 +289,9 @@ class _Session(object):
             pass
 
     def emit(self, kind, **fields):
+        # Every record stays under the pipe's atomic-write size (4096): ids
+        # are cut to 500 characters, reasons shorter still, inventories sent
+        # in chunks.
         with self.lock:
             if self.dead or self.getpid() != self.owner:
                 return
@@ -301,9 +311,10 @@ class _Session(object):
 
     def tamper(self, findings):
         for f in findings:
+            f = f[:500]
             if f not in self.sent:
                 self.sent.add(f)
-                self.emit("tamper", what=f[:1000])
+                self.emit("tamper", what=f)
 
     def new_run(self, runner, ids):
         run = self.runs
@@ -312,16 +323,17 @@ class _Session(object):
         total = len(ids)
         chunk, size = [], 0
         for i in ids:
-            if chunk and size + len(i) > 3000:
+            n = len(self.dumps(i)) + 1
+            if chunk and size + n > 3000:
                 self.emit("inv", run=run, runner=runner, total=total, ids=chunk)
                 chunk, size = [], 0
             chunk.append(i)
-            size += len(i) + 4
+            size += n
         self.emit("inv", run=run, runner=runner, total=total, ids=chunk)
         return run
 
     def test(self, run, tid, outcome, why=""):
-        self.emit("test", run=run, id=_tid(tid), o=outcome, why=why[:300])
+        self.emit("test", run=run, id=_tid(tid), o=outcome, why=why[:100])
 
     # ---------------------------------------------------------- integrity
 
@@ -657,7 +669,9 @@ class _Session(object):
                     pass
         except Exception as e:
             findings.append("reporter: the exit check failed: %s: %s" % (type(e).__name__, e))
-        self.emit("exit", findings=[f[:1000] for f in findings[:50]], via=via)
+        # Findings go one per record; the exit record only counts them.
+        self.tamper(findings[:50])
+        self.emit("exit", findings=[], findings_sent=len(findings[:50]), via=str(via)[:40])
         self.dead = True
 
 
@@ -690,9 +704,11 @@ def _ident(v):
 
 
 def _tid(s):
+    # Ids over 500 characters: their start and a hash (the same on both
+    # sides of the run, so the inventory still matches).
     s = str(s)
-    if len(s) > 1000:
+    if len(s) > 500:
         import hashlib
 
-        s = s[:900] + "~" + hashlib.sha256(s.encode("utf-8", "replace")).hexdigest()[:16]
+        s = s[:400] + "~" + hashlib.sha256(s.encode("utf-8", "replace")).hexdigest()[:16]
     return s

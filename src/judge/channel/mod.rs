@@ -37,8 +37,9 @@ pub use records::{read_channel, tally, ChannelReport, Keys, Tally};
 pub const REPORT_FD: RawFd = 61;
 /// The token pipe's read end inside the sandbox.
 pub const TOKEN_FD: RawFd = 62;
-/// Keys handed out: one per test process that reports.
-pub const TOKENS: usize = 32;
+/// Keys handed out: one per test process that reports (32 KiB, within a
+/// pipe's buffer).
+pub const TOKENS: usize = 1024;
 /// The most record bytes cbrun keeps.
 pub const MAX_BYTES: usize = 64 << 20;
 /// The variables telling the reporter where its descriptors are.
@@ -61,10 +62,23 @@ impl Channel {
             rnd.read_exact(k)?;
         }
         let (rec_r, rec_w) = io::pipe()?;
-        let (tok_r, mut tok_w) = io::pipe()?;
-        let all: Vec<u8> = keys.iter().flatten().copied().collect();
-        // 1 KiB: well within a pipe's buffer, so this never blocks.
-        tok_w.write_all(&all)?;
+        let (tok_r, tok_w) = io::pipe()?;
+        // Nobody reads yet: never block. A pipe is 64 KiB, but only one
+        // page for a user over the kernel's pipe quota; the keys that do
+        // not fit are not handed out.
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        fcntl(tok_w.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(io::Error::from)?;
+        let mut tok_w = File::from(OwnedFd::from(tok_w));
+        let mut handed = 0;
+        for k in &keys {
+            match tok_w.write(k) {
+                Ok(32) => handed += 1,
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        keys.truncate(handed);
         drop(tok_w);
         Ok(Channel {
             keys,
@@ -210,7 +224,8 @@ mod tests {
         let mut tok = File::from(pass[1].fd.try_clone().unwrap());
         let mut all = Vec::new();
         tok.read_to_end(&mut all).unwrap();
-        assert_eq!(all.len(), 32 * TOKENS);
+        assert_eq!(all.len(), 32 * ch.keys.len());
+        assert!(ch.keys.len() >= 128, "{}", ch.keys.len());
         assert_eq!(&all[..32], &ch.keys[0]);
         // A record written under the first key verifies.
         let key = ch.keys[0];
