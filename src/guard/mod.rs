@@ -34,17 +34,22 @@
 //! hashing keeps the list out of casual view, no more.
 //!
 //! # Judge sandbox ([`prepare_judge`])
-//! - Python ([`pyhook`]): `import_ban` enforced at import time for imports
-//!   made by workspace code; `judge_bans` (`socket`, `network`,
-//!   `subprocess`, `filesystem_outside_workspace`) enforced with an audit
-//!   hook while workspace code is on the stack, or everywhere in a process
-//!   whose main program is in the workspace. Violations print
-//!   `[cbrun judge-ban] ...` and raise. Plus pytest/interpreter hardening
-//!   variables.
+//! - Python ([`pyhook`]): a boot file, loaded before any workspace code,
+//!   that starts cbrun's result reporter (`scripts/judge_reporter.py` and
+//!   its pytest plugin; the host side is `judge::channel`) and the bans:
+//!   `import_ban` enforced at import time for imports made by workspace
+//!   code (anything under `/app`, its `site-packages` included);
+//!   `judge_bans` (`socket`, `network`, `subprocess`,
+//!   `filesystem_outside_workspace`) enforced with an audit hook while
+//!   workspace code is on the stack, or everywhere in a process whose main
+//!   program is in the workspace. Violations print `[cbrun judge-ban] ...`
+//!   and raise. Plus pytest/interpreter hardening variables.
 //! - Node ([`nodehook`]): `import_ban` for `require` and (Node >= 20.6) ESM
-//!   `import` from workspace code. No runtime bans.
+//!   `import` from workspace code (a `node_modules` under `/app` included).
+//!   No runtime bans.
 //! - [`shadow::shadowed_test_tools`] reports workspace files that would
-//!   replace or preconfigure the test runner.
+//!   replace or preconfigure the test runner (the judge records them as
+//!   tampering); the reporter repeats the module checks inside the sandbox.
 
 pub mod names;
 pub mod nodehook;
@@ -227,7 +232,10 @@ mod tests {
         assert_eq!(j.binds, vec![(t.join("judge"), PathBuf::from("/.cbrun"))]);
         for f in [
             "judge-py/sitecustomize.py",
+            "judge-py/_cbrun_boot.py",
             "judge-py/_cbrun_judge_hook.py",
+            "judge-py/_cbrun_report.py",
+            "judge-py/_cbrun_pytest.py",
             "judge-pyuser/lib/python3.12/site-packages/_cbrun_judge.pth",
             "judge-node/ban.js",
             "judge-node/esm-hooks.mjs",

@@ -154,7 +154,12 @@ mod tests {
             String::from_utf8_lossy(&o.stdout).into_owned()
         };
         assert_eq!(out(&app.join("e.js")), "fallback MODULE_NOT_FOUND\n");
-        assert_eq!(out(&app.join("f.js")), "lib says 1\n");
+        // A library under the workspace's node_modules is the agent's code.
+        let o = run(&app.join("f.js"));
+        assert!(!o.status.success());
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("[cbrun judge-ban] import: semver from ")
+        );
         assert_eq!(out(&t.join("tests/t.js")), "tests 1\n");
         let esm_ok = version
             .trim_start_matches('v')

@@ -1,18 +1,24 @@
-//! Python hooks: the solve-time pip guard and the judge-time import and
-//! runtime bans (see the scripts' headers for what each enforces).
+//! Python hooks: the solve-time pip guard, and the judge-time boot file
+//! that loads cbrun's result reporter and the import and runtime bans (see
+//! the scripts' headers for what each does).
 //!
 //! Solve: `<guard>/py/sitecustomize.py`, reached with `PYTHONPATH=/.cbrun/py`.
 //!
-//! Judge: the same hook file twice over, because a test command commonly
-//! sets its own `PYTHONPATH=src`, which replaces cbrun's:
+//! Judge: the boot file twice over, because a test command commonly sets its
+//! own `PYTHONPATH=src`, which replaces cbrun's:
 //! - `<guard>/judge-py/sitecustomize.py` via `PYTHONPATH=/.cbrun/judge-py`;
 //! - `<guard>/judge-pyuser/lib/python3.X/site-packages/_cbrun_judge.pth` via
 //!   `PYTHONUSERBASE=/.cbrun/judge-pyuser`: the user site directory is read
 //!   whatever PYTHONPATH says (not in a venv without system site packages,
-//!   and not under `-s`/`-I`). The user base is cbrun's, so the agent's
-//!   `~/.local` is never used and `PYTHONNOUSERSITE` is not set.
+//!   and not under `-s`/`-I`), and before the system's `.pth` files and
+//!   sitecustomize. The user base is cbrun's, so the agent's `~/.local` is
+//!   never used and `PYTHONNOUSERSITE` is not set.
 //!
-//! The hook is idempotent, so loading it both ways is harmless.
+//! The boot runs once per process. It loads every other cbrun file by path
+//! (`_cbrun_boot.py`, `_cbrun_report.py`, `_cbrun_pytest.py`,
+//! `_cbrun_judge_hook.py`), never by module name, so a workspace module of
+//! the same name on `sys.path` cannot stand in for one; and it takes the
+//! workspace off `sys.path` while it imports what it needs.
 
 use super::names::hashed_bans;
 use super::names::Family;
@@ -20,8 +26,16 @@ use super::{ShimFile, GUARD_MOUNT, WORKSPACE};
 
 /// Solve-time hook template (`@@CBRUN_PY_HASHES@@` is replaced).
 pub const SOLVE_SITECUSTOMIZE: &str = include_str!("scripts/sitecustomize.py");
-/// Judge-time hook (configured through the environment).
+/// Judge-time ban hook (configured through the environment).
 pub const JUDGE_HOOK: &str = include_str!("scripts/judge_sitecustomize.py");
+/// The judge's boot file: sitecustomize, and run by path from the `.pth`.
+pub const JUDGE_BOOT: &str = include_str!("scripts/judge_boot.py");
+/// The result reporter (see `judge::channel`).
+pub const JUDGE_REPORTER: &str = include_str!("scripts/judge_reporter.py");
+/// The reporter's pytest plugin.
+pub const JUDGE_PYTEST_PLUGIN: &str = include_str!("scripts/judge_pytest_plugin.py");
+/// The pytest plugin's module name (`-p` takes it).
+pub const PYTEST_PLUGIN_MODULE: &str = "_cbrun_pytest";
 
 pub const SOLVE_PY_SUBDIR: &str = "py";
 pub const JUDGE_PY_SUBDIR: &str = "judge-py";
@@ -62,20 +76,22 @@ pub fn judge_python_files() -> Vec<ShimFile> {
 
 pub(crate) fn judge_python_files_at(mount: &str) -> Vec<ShimFile> {
     let dir = format!("{mount}/{JUDGE_PY_SUBDIR}");
+    let file = |name: &str, contents: &str| ShimFile {
+        name: format!("{JUDGE_PY_SUBDIR}/{name}"),
+        contents: contents.to_string(),
+        mode: 0o644,
+    };
     let mut v = vec![
-        ShimFile {
-            name: format!("{JUDGE_PY_SUBDIR}/sitecustomize.py"),
-            contents: JUDGE_HOOK.to_string(),
-            mode: 0o644,
-        },
-        ShimFile {
-            name: format!("{JUDGE_PY_SUBDIR}/_cbrun_judge_hook.py"),
-            contents: JUDGE_HOOK.to_string(),
-            mode: 0o644,
-        },
+        file("sitecustomize.py", JUDGE_BOOT),
+        file("_cbrun_boot.py", JUDGE_BOOT),
+        file("_cbrun_judge_hook.py", JUDGE_HOOK),
+        file("_cbrun_report.py", JUDGE_REPORTER),
+        file(&format!("{PYTEST_PLUGIN_MODULE}.py"), JUDGE_PYTEST_PLUGIN),
     ];
+    // By path: `import _cbrun_boot` would search sys.path, workspace first.
+    let boot = format!("{dir}/_cbrun_boot.py");
     let pth = format!(
-        "import sys; sys.path.append({dir:?}) if {dir:?} not in sys.path else None; import _cbrun_judge_hook\n"
+        "import sys; exec(compile(open({boot:?}, 'rb').read(), {boot:?}, 'exec'), {{'__name__': '_cbrun_boot', '__file__': {boot:?}}}) if not getattr(sys, '_cbrun_boot', False) else None\n"
     );
     for ver in PY_VERSIONS {
         v.push(ShimFile {
@@ -127,7 +143,7 @@ pub(crate) fn judge_python_env_at<S: AsRef<str>>(
         ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1".to_string()),
         (
             "PYTEST_ADDOPTS",
-            "--rootdir=/tests/final -p no:cacheprovider".to_string(),
+            format!("--rootdir=/tests/final -p no:cacheprovider -p {PYTEST_PLUGIN_MODULE}"),
         ),
     ];
     pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
@@ -298,7 +314,7 @@ mod tests {
             &j.p("lib/outside.py"),
             "import csv\nimport json.decoder\nprint('outside ok')\n",
         );
-        // site-packages inside the workspace are libraries, not agent code
+        // site-packages inside the workspace are the agent's code too
         write(
             &j.p("app/.venv/lib/python3/site-packages/dep.py"),
             "import csv\nprint('dep ok')\n",
@@ -328,7 +344,8 @@ mod tests {
                 "import sys; sys.path.append({:?}); import dep",
                 site.to_string_lossy()
             );
-            assert!(ok(&j.run(override_path, &["-c", &code])).contains("dep ok"));
+            let e = err(&j.run(override_path, &["-c", &code]));
+            assert!(e.contains("banned module csv"), "{e}");
         }
     }
 
@@ -585,3 +602,6 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
         }
     }
 }
+
+#[cfg(test)]
+mod reporter_tests;

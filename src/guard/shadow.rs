@@ -12,9 +12,12 @@
 //!   the working directory for `python -m`/`-c` (it becomes `sys.path[0]`,
 //!   ahead of the standard library) and a workspace script's directory;
 //! - in those directories: `pytest`, `_pytest`, `py`, `pluggy`, `iniconfig`
-//!   (as `.py` or package) when pytest runs; `unittest`, `runpy` for any
-//!   Python run; `sitecustomize`/`usercustomize` on `PYTHONPATH` (they run
-//!   at interpreter start-up, before any test);
+//!   when pytest runs; `unittest`, `runpy` for any Python run;
+//!   `sitecustomize`/`usercustomize` on `PYTHONPATH` (they run at
+//!   interpreter start-up, before any test). Found by name in every form
+//!   the import system loads: `.py`, a sourceless `.pyc`, an extension
+//!   module (`.so`), a package or namespace directory, or a symlink to any
+//!   of them, dangling or not;
 //! - a test runner or interpreter that itself lives in the workspace
 //!   (`.venv/bin/pytest`): the whole harness is then agent-controlled (its
 //!   `site-packages/*.pth` files included);
@@ -26,6 +29,13 @@
 //!   workspace-root `conftest.py` or `pytest.ini` is inert and not reported.
 //!   A `*.pth` in the workspace root or on `PYTHONPATH` is inert too (only
 //!   site directories process them).
+//!
+//! Paths are resolved as the sandbox resolves them, never on the host: a
+//! symlink in the copy is followed inside the copy (an absolute target
+//! under `/app` lands in the copy, not in the host's `/app`), and one that
+//! leads out of the workspace ends the search there. This is a pre-check:
+//! cbrun's reporter repeats the module checks inside the sandbox, on the
+//! `sys.path` the interpreter really has.
 //!
 //! Node (`jest`, `vitest`, `mocha`, or a package-manager script):
 //! - `npm test`, `npm run X`, `yarn X`, `pnpm X`, `bun run X`: the command
@@ -155,17 +165,58 @@ impl Mapper<'_> {
         } else {
             cwd.join(p)
         };
-        let mut norm = PathBuf::from("/");
-        for c in sp.components() {
-            match c {
-                std::path::Component::Normal(n) => norm.push(n),
-                std::path::Component::ParentDir => {
-                    norm.pop();
+        self.resolve(&sp)
+    }
+
+    /// The host path of sandbox path `sp`, every symlink on the way
+    /// resolved inside the workspace copy; `None` when it is (or leads)
+    /// outside the workspace.
+    fn resolve(&self, sp: &Path) -> Option<PathBuf> {
+        use std::path::Component;
+        let mut todo: Vec<std::ffi::OsString> = Vec::new();
+        let push_all = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
+            for c in p.components().rev() {
+                match c {
+                    Component::Normal(n) => todo.push(n.to_owned()),
+                    Component::ParentDir => todo.push("..".into()),
+                    _ => {}
                 }
-                _ => {}
+            }
+        };
+        push_all(&mut todo, sp);
+        let mut cur = PathBuf::from("/");
+        let mut hops = 0;
+        while let Some(c) = todo.pop() {
+            if c == ".." {
+                cur.pop();
+                continue;
+            }
+            let next = cur.join(&c);
+            let Ok(rel) = next.strip_prefix(self.sandbox) else {
+                // Above the workspace: only its ancestors may be crossed.
+                if self.sandbox.starts_with(&next) {
+                    cur = next;
+                    continue;
+                }
+                return None;
+            };
+            let host = self.host.join(rel);
+            match std::fs::symlink_metadata(&host) {
+                Ok(md) if md.file_type().is_symlink() => {
+                    hops += 1;
+                    if hops > 40 {
+                        return None;
+                    }
+                    let target = std::fs::read_link(&host).ok()?;
+                    if target.is_absolute() {
+                        cur = PathBuf::from("/");
+                    }
+                    push_all(&mut todo, &target);
+                }
+                _ => cur = next,
             }
         }
-        let rel = norm.strip_prefix(self.sandbox).ok()?;
+        let rel = cur.strip_prefix(self.sandbox).ok()?;
         Some(self.host.join(rel))
     }
     /// The sandbox spelling of a host path inside the workspace.
@@ -176,6 +227,15 @@ impl Mapper<'_> {
             Err(_) => host.display().to_string(),
         }
     }
+}
+
+/// Whether `command` starts a Python interpreter or a pytest launcher
+/// anywhere (after `cd`, assignments or a wrapper such as `timeout 60`).
+pub fn runs_python(command: &str) -> bool {
+    tokenize(command).iter().any(|t| match t {
+        Tok::Word(w) => is_python(w) || matches!(base(w), "pytest" | "py.test"),
+        Tok::Sep => false,
+    })
 }
 
 /// Findings for a judge `command` run against the workspace copy at host
@@ -280,17 +340,35 @@ pub fn shadowed_test_tools_at(
     out
 }
 
-/// `name.py` or `name/` in `dir`, as found.
+/// An entry of `dir` the import system could load as module `name`: a
+/// package or namespace directory, `.py`, `.pyc`, `.pyw`, an extension
+/// module (`name.so`, `name.cpython-311-x86_64-linux-gnu.so`), or a symlink
+/// named like one (its target is not followed: inside the sandbox it may
+/// mean something else).
 fn module_in(dir: &Path, name: &str) -> Option<PathBuf> {
-    let f = dir.join(format!("{name}.py"));
-    if f.is_file() {
-        return Some(f);
-    }
-    let d = dir.join(name);
-    if d.is_dir() {
-        return Some(d);
-    }
-    None
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let Some(n) = n.to_str() else {
+                return false;
+            };
+            n == name
+                || [".py", ".pyc", ".pyw"]
+                    .iter()
+                    .any(|x| n.strip_suffix(x) == Some(name))
+                || (n.ends_with(".so") && n.split('.').next() == Some(name))
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found.into_iter().next()
+}
+
+/// Whether `p` exists as any kind of entry (a symlink is not followed).
+fn present(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
 }
 
 fn python_findings(
@@ -407,7 +485,7 @@ fn python_findings(
             if let Some(h) = cwd_host {
                 for c in PYTEST_CONFIG {
                     let f = h.join(c);
-                    if f.is_file() {
+                    if present(&f) {
                         let why = if paths.is_empty() {
                             "pytest is given no test path, so it configures itself from the working directory"
                         } else {
@@ -455,7 +533,7 @@ fn node_findings(
         };
         if let (Some(script), Some(h)) = (script, cwd_host) {
             let pj = h.join("package.json");
-            if pj.is_file() {
+            if present(&pj) {
                 push(format!(
                     "`{} {}` runs the script `{script}` from the workspace's {}",
                     first,
@@ -487,7 +565,7 @@ fn node_findings(
             if let Some(h) = cwd_host {
                 let nm = h.join("node_modules");
                 for p in [nm.join(b), nm.join(".bin").join(b)] {
-                    if p.exists() {
+                    if present(&p) {
                         push(format!(
                             "{} is the `{b}` that `{}` resolves first: the test runner is agent-controlled",
                             m.show(&p),
@@ -522,7 +600,17 @@ fn node_findings(
                     }
                 }
                 let pj = h.join("package.json");
-                if let Ok(text) = std::fs::read_to_string(&pj) {
+                // A regular file only (a FIFO would block), resolved as
+                // the sandbox would, and no more than 4 MiB of it.
+                let text = m
+                    .map(cwd, "package.json")
+                    .filter(|p| {
+                        std::fs::symlink_metadata(p)
+                            .map(|md| md.is_file() && md.len() <= 4 << 20)
+                            .unwrap_or(false)
+                    })
+                    .and_then(|p| std::fs::read_to_string(p).ok());
+                if let Some(text) = text {
                     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
                         if v.get(b).is_some() {
                             push(format!(
@@ -653,6 +741,71 @@ mod tests {
             "{f:#?}"
         );
         let _ = fs::remove_dir_all(&w);
+    }
+
+    /// A named way to plant a shadow in a workspace.
+    type Form<'a> = (&'a str, &'a dyn Fn(&Path));
+
+    #[test]
+    fn shadows_in_every_form_and_symlinks_resolved_inside_the_copy() {
+        use std::os::unix::fs::symlink;
+        let cmd = "cd /app && PYTHONPATH=src python3 /tests/final/run.py";
+        let forms: &[Form] = &[
+            ("sourceless .pyc", &|w| touch(&w.join("src/unittest.pyc"))),
+            ("extension module", &|w| {
+                touch(&w.join("src/unittest.cpython-311-x86_64-linux-gnu.so"))
+            }),
+            ("namespace dir", &|w| {
+                fs::create_dir_all(w.join("src/unittest")).unwrap()
+            }),
+            // Dangling on the host, a package inside the sandbox.
+            ("absolute symlink", &|w| {
+                fs::create_dir_all(w.join(".x/ut")).unwrap();
+                touch(&w.join(".x/ut/__init__.py"));
+                fs::create_dir_all(w.join("src")).unwrap();
+                symlink("/app/.x/ut", w.join("src/unittest")).unwrap();
+            }),
+            ("dangling symlink", &|w| {
+                fs::create_dir_all(w.join("src")).unwrap();
+                symlink("/nowhere/unittest.py", w.join("src/unittest.py")).unwrap();
+            }),
+        ];
+        for (what, make) in forms {
+            let w = ws("forms");
+            make(&w);
+            let f = shadowed_test_tools(&w, cmd);
+            assert_eq!(f.len(), 1, "{what}: {f:#?}");
+            assert!(
+                f[0].contains("shadows the `unittest` module"),
+                "{what}: {f:#?}"
+            );
+            let _ = fs::remove_dir_all(&w);
+        }
+        // The PYTHONPATH directory itself is an absolute symlink within the
+        // workspace: followed inside the copy, not on the host.
+        let w = ws("linkdir");
+        touch(&w.join("lib/runpy.py"));
+        symlink("/app/lib", w.join("src")).unwrap();
+        let f = shadowed_test_tools(&w, cmd);
+        assert!(
+            f.iter().any(|s| s.starts_with("/app/lib/runpy.py shadows")),
+            "{f:#?}"
+        );
+        // A symlink out of the workspace leads nowhere cbrun looks.
+        let _ = fs::remove_file(w.join("src"));
+        symlink("/usr/lib", w.join("src")).unwrap();
+        assert!(shadowed_test_tools(&w, cmd).is_empty());
+        // Names that only start like a module do not count.
+        let _ = fs::remove_file(w.join("src"));
+        touch(&w.join("src/unittest_helpers.py"));
+        touch(&w.join("src/pytest_plugin.pyc"));
+        assert!(shadowed_test_tools(&w, cmd).is_empty());
+        let _ = fs::remove_dir_all(&w);
+        assert!(runs_python(
+            "cd /app && timeout 60 /usr/bin/python3.11 x.py"
+        ));
+        assert!(runs_python("pytest -q"));
+        assert!(!runs_python("bash /tests/final/tests/run_acceptance.sh"));
     }
 
     #[test]

@@ -1,8 +1,14 @@
 //! The judge: runs a case's hidden acceptance tests against a submission
-//! and turns what they printed into a reward.
+//! and turns their results into a reward.
 //!
-//! - [`parse`]: test-runner output (and JUnit XML) into counts and outcomes.
+//! - [`channel`]: the result channel, cbrun's own reporter's records from
+//!   inside the sandbox, authenticated and checked against the inventory.
+//! - [`parse`]: test-runner output into counts and outcomes (human-readable
+//!   counts, and the verdict for runners cbrun has no reporter for).
 //! - [`reward`]: the reward gate over those counts and the run's exit.
+//! - [`verdict`]: which evidence decides, and tampering.
 
+pub mod channel;
 pub mod parse;
 pub mod reward;
+pub mod verdict;

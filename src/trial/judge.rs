@@ -2,6 +2,12 @@
 //! `/app`, the hidden tests read-only at `/tests/final`, a non-root user,
 //! the image's environment only. Its output goes to the trial folder and
 //! never back to the agent.
+//!
+//! The results come from cbrun's result channel (`judge::channel`), two
+//! pipes into the sandbox whose far ends cbrun holds; the log is kept for
+//! people, read capped, and decides only for runners cbrun has no reporter
+//! for (`judge::verdict`). Nothing the sandbox can write is read back as a
+//! result: `/logs/verifier` inside is a scratch folder nobody reads.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -12,8 +18,9 @@ use serde::Serialize;
 use crate::case::Case;
 use crate::fsutil::{write_atomic, write_json_atomic};
 use crate::guard;
-use crate::judge::parse::{self, Counts, Framework, Parsed, TestResult};
-use crate::judge::reward::{gate, GateInput};
+use crate::judge::channel::{Channel, ChannelReport};
+use crate::judge::parse::{self, Counts, Framework, TestResult};
+use crate::judge::verdict::{self, Evidence, Source};
 use crate::sandbox::config::RootfsSource;
 use crate::sandbox::run::{self, HostView};
 use crate::trial::copy::{self, CopyLimits, CopyReport};
@@ -71,8 +78,16 @@ pub struct JudgeReport {
     pub expected_count: Option<u64>,
     pub failed_tests: Vec<String>,
     pub tests: Vec<TestResult>,
-    /// Parsed from a JUnit XML file the runner wrote, not from the log.
-    pub from_junit: bool,
+    /// The judged code tampered with the test run (reward 0).
+    pub judge_tampered: bool,
+    /// What gave it away, one line each.
+    pub tamper_findings: Vec<String>,
+    /// Where the counted results came from: `channel` or `log`.
+    pub results_source: Option<Source>,
+    /// What the log said, for people; never counted for a Python suite.
+    pub log_counts: Option<Counts>,
+    /// The result channel's sessions (one per reporting test process).
+    pub channel: Option<ChannelReport>,
     pub judge_ban_hits: Vec<String>,
     pub workspace_copy: Option<CopyReport>,
     pub limits: Option<crate::sandbox::outcome::Limits>,
@@ -100,7 +115,11 @@ impl JudgeReport {
             expected_count: case.test_manifest.expected_count(),
             failed_tests: Vec::new(),
             tests: Vec::new(),
-            from_junit: false,
+            judge_tampered: false,
+            tamper_findings: Vec::new(),
+            results_source: None,
+            log_counts: None,
+            channel: None,
             judge_ban_hits: Vec::new(),
             workspace_copy: None,
             limits: None,
@@ -112,6 +131,13 @@ impl JudgeReport {
         self.reason = why.clone();
         self.judge_error = Some(why);
         self.infrastructure = infrastructure;
+        self.reward = 0;
+    }
+
+    fn tampered(&mut self, findings: Vec<String>) {
+        self.reason = format!("judge tampered: {}", findings.join("; "));
+        self.judge_tampered = true;
+        self.tamper_findings = findings;
         self.reward = 0;
     }
 }
@@ -130,9 +156,13 @@ pub fn run_judge(
     let timeout = opts.timeout.unwrap_or_else(|| case.judge_timeout());
     let (entrypoint, argv, command) = entry_point(case);
     let mut report = JudgeReport::new(case, entrypoint, command, timeout);
-    let log = dir.verifier().join("final_tests.log");
-    if let Err(e) = fs::write(&log, b"") {
-        report.error(format!("cannot write {}: {e}", log.display()), true);
+    // Made fresh through the trial's own descriptor: whatever a
+    // previous run left at the name is replaced, never written through.
+    if let Err(e) = dir
+        .verifier_dir()
+        .and_then(|d| d.write_replace("final_tests.log", b"", 0o644))
+    {
+        report.error(format!("judge log: {e}"), true);
         return finish(report, dir, started);
     }
     let work_name = format!("judge-{}", std::process::id());
@@ -185,14 +215,16 @@ fn judge_in(
     }
     let shadows = guard::shadow::shadowed_test_tools(&app, &report.command);
     if !shadows.is_empty() {
-        return Err(Failure(
-            format!(
-                "the workspace shadows the test runner: {}",
-                shadows.join("; ")
-            ),
-            false,
-        ));
+        report.tampered(
+            shadows
+                .into_iter()
+                .map(|s| format!("the workspace shadows the test runner: {s}"))
+                .collect(),
+        );
+        return Ok(());
     }
+    // Scratch for runners that insist on writing under /logs/verifier;
+    // never read back.
     let runner_out = work.join("runner");
     fs::create_dir(&runner_out).map_err(|e| infra("runner output folder", &e))?;
     if let Some(o) = owner {
@@ -229,14 +261,12 @@ fn judge_in(
         cfg.binds.push(bind(src, &dst.to_string_lossy(), true));
     }
     for (k, v) in &hook_binds.env {
-        // pytest also reports every test's outcome (-rA) and writes JUnit
-        // XML where the judge reads it.
-        if k == "PYTEST_ADDOPTS" {
-            let v = format!("{v} -rA --junitxml=/logs/verifier/pytest-junit.xml");
-            set_env(&mut cfg, k, &v);
-        } else {
-            set_env(&mut cfg, k, v);
-        }
+        set_env(&mut cfg, k, v);
+    }
+    let mut channel = Channel::open().map_err(|e| infra("result channel", &e))?;
+    cfg.pass_fds = channel.take_pass_fds();
+    for (k, v) in Channel::env() {
+        set_env(&mut cfg, &k, &v);
     }
     phase::hide_host_paths(&mut cfg, &[&case.dir, &dir.root], &inputs.empty)
         .map_err(|e| infra("hiding host folders", &e))?;
@@ -251,11 +281,14 @@ fn judge_in(
         Path::new("/app").join(wd)
     };
 
-    let outcome = run::run(&cfg, host).map_err(|e| {
+    let outcome = run::run_with(&cfg, host, channel.hooks()).map_err(|e| {
         let code = e.exit_code();
         // A missing interpreter inside is the environment's fault too.
         Failure(format!("judge sandbox: {e} (exit {code})"), true)
     })?;
+    // cbrun's own copies of the write ends go, so the pipe reaches EOF.
+    cfg.pass_fds.clear();
+    let channel = channel.finish(Duration::from_secs(3));
     let _ = write_json_atomic(&dir.logs_cbrun().join("judge.outcome.json"), &outcome);
     report.exit_code = outcome.exit_code;
     report.signal = outcome.signal;
@@ -269,27 +302,20 @@ fn judge_in(
     report.judge_ban_hits = text
         .lines()
         .filter(|l| l.contains("[cbrun judge-ban]"))
-        .map(|l| l.trim().to_owned())
+        .map(|l| l.trim().chars().take(500).collect())
         .take(50)
         .collect();
-    let parsed = junit_results(&runner_out)
-        .or_else(|| parse::parse_log(&text, Some(case.test_manifest.framework_label.as_str())));
-    if let Some(p) = &parsed {
-        report.framework = Some(p.framework.clone());
-        report.counts = Some(p.counts.clone());
-        report.failed_tests = p.failed_ids();
-        report.tests = p.tests.clone();
-    }
-    report.from_junit = parsed
-        .as_ref()
-        .map(|p| p.framework == Framework::Junit)
-        .unwrap_or(false);
+    let label = case.test_manifest.framework_label.as_str();
+    let logged = parse::parse_log(&text, Some(label));
+    report.log_counts = logged.as_ref().map(|p| p.counts.clone());
     if outcome.interrupted {
         report.interrupted = true;
+        report.channel = Some(channel);
         report.error("interrupted while the tests ran".into(), true);
         return Ok(());
     }
     if outcome.timed_out {
+        report.channel = Some(channel);
         report.error(
             format!(
                 "the tests did not finish within {:.0} s",
@@ -299,39 +325,40 @@ fn judge_in(
         );
         return Ok(());
     }
-    let verdict = gate(&GateInput {
-        parsed: parsed.as_ref(),
+    // The label decides; a case without a known one is a Python suite when
+    // its command starts Python.
+    let python_suite = match Framework::from_label(label) {
+        Some(f) => matches!(f, Framework::Pytest | Framework::Unittest),
+        None => guard::shadow::runs_python(&report.command),
+    };
+    let d = verdict::decide(&Evidence {
+        channel: &channel,
+        channel_expected: python_suite,
+        log: logged.as_ref(),
         exit_code: outcome.exit_code,
         timed_out: outcome.timed_out,
         expected_count: report.expected_count,
     });
-    report.reward = verdict.reward;
-    report.reason = verdict.reason;
-    if parsed.is_none() {
-        report.judge_error = Some("no test results could be parsed from the output".into());
+    report.channel = Some(channel);
+    report.results_source = Some(d.source);
+    if let Some(p) = &d.parsed {
+        report.framework = Some(p.framework.clone());
+        report.counts = Some(p.counts.clone());
+        report.failed_tests = p.failed_ids();
+        report.tests = p.tests.clone();
+    } else {
+        report.judge_error = Some(match d.source {
+            Source::Channel => "no test results came through cbrun's result channel".into(),
+            Source::Log => "no test results could be parsed from the output".into(),
+        });
     }
+    report.reward = d.reward;
+    report.reason = d.reason;
+    report.judge_tampered = !d.tampered.is_empty();
+    report.tamper_findings = d.tampered;
     Ok(())
 }
 
-/// Results from JUnit XML files the runner wrote, when any parse (the
-/// judged code could write there too: regular files only, capped).
-fn junit_results(dir: &Path) -> Option<Parsed> {
-    let mut merged: Option<Parsed> = None;
-    for text in crate::trial::layout::sandbox_xml_files(dir) {
-        let Ok(p) = parse::parse_junit(&text) else {
-            continue;
-        };
-        merged = Some(match merged {
-            None => p,
-            Some(mut m) => {
-                m.counts.add(&p.counts);
-                m.tests.extend(p.tests);
-                m
-            }
-        });
-    }
-    merged
-}
 
 /// `run_acceptance.sh` when the case has one, else the expanded template.
 fn entry_point(case: &Case) -> (&'static str, Vec<String>, String) {

@@ -157,6 +157,8 @@ fn finish(
         (SolveEnd::Submitted, Some(j)) => {
             rec.reward = j.reward;
             rec.judge_error = j.judge_error.clone();
+            rec.judge_tampered = j.judge_tampered;
+            rec.tamper_findings = j.tamper_findings.clone();
             rec.judge_exit_code = j.exit_code;
             rec.judge_seconds = j.seconds;
             rec.failed_tests = j.failed_tests.clone();

@@ -42,6 +42,10 @@ pub struct TrialRecord {
     pub reward: u8,
     pub terminal_status: TerminalStatus,
     pub judge_error: Option<String>,
+    /// The judged code tampered with the test run (the reward is 0).
+    pub judge_tampered: bool,
+    /// What gave the tampering away, one line each.
+    pub tamper_findings: Vec<String>,
     pub error: Option<String>,
     pub failure_class: Option<FailureClass>,
     pub agent_exit_code: Option<i32>,
@@ -91,6 +95,8 @@ impl TrialRecord {
             reward: 0,
             terminal_status: TerminalStatus::Interrupted,
             judge_error: None,
+            judge_tampered: false,
+            tamper_findings: Vec::new(),
             error: None,
             failure_class: None,
             agent_exit_code: None,

@@ -25,7 +25,8 @@ function agentFile(f) {
   if (f !== ws && !f.startsWith(ws + '/')) return false;
   // `node -e` / stdin code gets a file name in the current directory.
   if (/\/\[(eval|stdin|worker eval)\]$/.test(f)) return false;
-  return !f.slice(ws.length).includes('/node_modules/');
+  // node_modules under the workspace is the agent's code too.
+  return true;
 }
 
 function installedPackage(file) {

@@ -5,8 +5,9 @@
 // `pkg` also covers `pkg/sub`, `@scope` or `@scope/*` a whole scope, `node:`
 // is ignored) made by workspace code (CBRUN_WORKSPACE, default /app), and
 // relative or absolute requires that land inside node_modules/<banned>/.
-// Code in a node_modules directory (installed libraries) may require what it
-// likes, as may the hidden tests. On Node >= 20.6 the same check covers ESM
+// Everything under the workspace counts as workspace code, a node_modules
+// directory there included (the agent put it there); code outside it (the
+// hidden tests, a runner installed in the image) may require what it likes. On Node >= 20.6 the same check covers ESM
 // `import` through module.register() (esm-hooks.mjs next to this file).
 // A refusal prints "[cbrun judge-ban] import: ..." and throws an error with
 // code MODULE_NOT_FOUND (ERR_MODULE_NOT_FOUND for import).
@@ -31,13 +32,14 @@
     return null;
   }
 
-  // Agent code: under the workspace and not inside a node_modules directory.
+  // Agent code: anything under the workspace.
   function agentFile(f) {
     if (typeof f !== 'string') return false;
     if (f !== ws && !f.startsWith(ws + '/')) return false;
     // `node -e` / stdin code gets a file name in the current directory.
     if (/\/\[(eval|stdin|worker eval)\]$/.test(f)) return false;
-    return !f.slice(ws.length).includes('/node_modules/');
+    // node_modules under the workspace is the agent's code too.
+    return true;
   }
 
   // The package a resolved file belongs to, if it is in node_modules.

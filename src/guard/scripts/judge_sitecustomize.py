@@ -1,8 +1,9 @@
-# cbrun judge-time hook (src/guard/scripts/judge_sitecustomize.py).
+# cbrun judge-time ban hook (src/guard/scripts/judge_sitecustomize.py).
 #
-# Loaded as sitecustomize (PYTHONPATH=/.cbrun/judge-py) and, so that a test
-# command's own `PYTHONPATH=src` does not drop it, from a .pth file in the
-# user site directory cbrun points PYTHONUSERBASE at. Configured by:
+# Loaded by path (as `_cbrun_judge_hook`) by cbrun's judge boot file
+# (scripts/judge_boot.py), which runs it from the user site directory's .pth
+# and from sitecustomize, so that a test command's own `PYTHONPATH=src` does
+# not drop it. Configured by:
 #   CBRUN_WORKSPACE      the product's root (default /app)
 #   CBRUN_IMPORT_BAN     comma-separated module names (`pkg` or `pkg.sub`)
 #   CBRUN_JUDGE_BANS     comma-separated: socket, subprocess, network,
@@ -15,15 +16,17 @@
 #                        (default /tests:/proc:/sys:/usr:/lib:/lib32:/lib64:
 #                        /libx32:/bin:/sbin:/etc)
 #
-# Import bans apply to imports made by workspace code (a module whose file is
-# under the workspace, outside site-packages/dist-packages there): the hidden
-# tests under /tests may import anything, and installed libraries may use
-# what they like internally. Runtime bans apply while any frame of workspace
-# code is on the stack, or anywhere in a process whose main program is in
-# the workspace (a CLI product run by the tests). A violation prints
-# "[cbrun judge-ban] ..." to stderr and raises ImportError/PermissionError.
-# A tripwire: `python -I`/`-E`, ctypes, or a child started with a scrubbed
-# environment escape it; the sandbox (no network, read-only root) is the wall.
+# Import bans apply to imports made by workspace code: any module whose file
+# is under the workspace, wherever it sits there (a site-packages directory
+# inside the workspace is the agent's code too). The hidden tests under
+# /tests may import anything, and libraries installed outside the workspace
+# may use what they like internally. Runtime bans apply while any frame of
+# workspace code is on the stack, or anywhere in a process whose main
+# program is in the workspace (a CLI product run by the tests). A violation
+# prints "[cbrun judge-ban] ..." to stderr and raises
+# ImportError/PermissionError. A tripwire: `python -I`/`-E`, ctypes, or a
+# child started with a scrubbed environment escape it; the sandbox (no
+# network, read-only root) is the wall.
 
 import sys
 
@@ -58,15 +61,24 @@ def _cbrun_judge():
                 return None
         return os.path.normpath(f)
 
-    def agent_file(f, lenient):
+    resolved = {}
+
+    def agent_file(f):
         a = absfile(f)
-        if a is None or not under(a, ws):
+        if a is None:
             return None
-        if lenient:
-            rel = a[len(ws):]
-            if "/site-packages/" in rel or "/dist-packages/" in rel:
-                return None
-        return a
+        if under(a, ws):
+            return a
+        # A symlink elsewhere that resolves into the workspace is its code.
+        r = resolved.get(a)
+        if r is None:
+            try:
+                r = os.path.realpath(a)
+            except Exception:
+                r = a
+            if len(resolved) < 10000:
+                resolved[a] = r
+        return a if under(r, ws) else None
 
     def report(kind, what, where):
         msg = "[cbrun judge-ban] %s: %s from %s" % (kind, what, where)
@@ -155,7 +167,7 @@ def _cbrun_judge():
             f = g.get("__file__") if isinstance(g, dict) else None
             if not f or f.startswith("<"):
                 f = stack_importer()
-            imp = agent_file(f, True)
+            imp = agent_file(f)
             if imp is not None:
                 raise refuse(hit, imp)
 
@@ -186,7 +198,7 @@ def _cbrun_judge():
             # Imports that bypass __import__ (importlib internals, runpy...).
             def find_spec(self, fullname, path=None, target=None):
                 if fullname.partition(".")[0] in tops and banned(fullname):
-                    imp = agent_file(stack_importer(), True)
+                    imp = agent_file(stack_importer())
                     if imp is not None:
                         raise refuse(fullname, imp)
                 return None
@@ -350,7 +362,7 @@ def _cbrun_judge():
             f = getattr(m, "__file__", None)
             if not f and sys.argv and sys.argv[0] not in ("", "-c", "-m") and os.path.isfile(sys.argv[0]):
                 f = sys.argv[0]
-            return agent_file(f, False)
+            return agent_file(f)
 
         def agent_frame():
             p = product()
@@ -358,7 +370,7 @@ def _cbrun_judge():
                 return p
             f = sys._getframe(1)
             while f is not None:
-                a = agent_file(f.f_code.co_filename, False)
+                a = agent_file(f.f_code.co_filename)
                 if a is not None:
                     return "%s:%d" % (a, f.f_lineno)
                 f = f.f_back
@@ -389,34 +401,9 @@ def _cbrun_judge():
         sys.addaudithook(hook)
 
 
-def _cbrun_chain():
-    # Run the sitecustomize this file shadows, unless it is workspace code.
-    import importlib.machinery
-    import importlib.util
-    import os
-
-    ws = os.path.normpath(os.environ.get("CBRUN_WORKSPACE") or "/app")
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = []
-    for p in sys.path:
-        a = os.path.abspath(p or ".")
-        if a != here and a != ws and not a.startswith(ws.rstrip("/") + "/"):
-            path.append(p)
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-
-
 if not getattr(sys, "_cbrun_judge", False):
     sys._cbrun_judge = True
     try:
         _cbrun_judge()
     except Exception as e:
         sys.stderr.write("[cbrun judge-ban] hook not installed: %s: %s\n" % (type(e).__name__, e))
-if __name__ == "sitecustomize":
-    try:
-        _cbrun_chain()
-    except Exception as e:
-        sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n%s: %s\n" % (type(e).__name__, e))
