@@ -24,7 +24,7 @@ use crate::judge::verdict::{self, Evidence, Source};
 use crate::sandbox::config::RootfsSource;
 use crate::sandbox::run::{self, HostView};
 use crate::trial::copy::{self, CopyLimits, CopyReport};
-use crate::trial::layout::TrialDir;
+use crate::trial::layout::{self, TrialDir};
 use crate::trial::phase::{self, bind, set_env, PhaseLimits, NONROOT};
 use crate::trial::stage::JudgeInputs;
 
@@ -298,7 +298,14 @@ fn judge_in(
 
     // The judged code wrote the log (and may have made it a sparse
     // terabyte): its ends only.
-    let text = crate::trial::layout::read_sandbox_log(dir, "logs/verifier/final_tests.log");
+    let (text, cut) = layout::read_sandbox_log(dir, "logs/verifier/final_tests.log");
+    if cut {
+        report.warnings.push(format!(
+            "final_tests.log is over {} MiB: only its first and last {} MiB were read",
+            (layout::LOG_HEAD + layout::LOG_TAIL) >> 20,
+            layout::LOG_HEAD >> 20
+        ));
+    }
     report.judge_ban_hits = text
         .lines()
         .filter(|l| l.contains("[cbrun judge-ban]"))

@@ -183,11 +183,11 @@ pub const LOG_TAIL: u64 = 32 << 20;
 /// A log a sandbox wrote (through the descriptor cbrun gave it) as text:
 /// its first [`LOG_HEAD`] and last [`LOG_TAIL`] bytes, never more, so a
 /// log truncated to a sparse terabyte costs what its ends cost. Empty when
-/// it cannot be read.
-pub fn read_sandbox_log(dir: &TrialDir, rel: &str) -> String {
+/// it cannot be read. The flag says its middle was left out.
+pub fn read_sandbox_log(dir: &TrialDir, rel: &str) -> (String, bool) {
     dir.root_dir()
         .read_head_tail(rel, LOG_HEAD, LOG_TAIL)
-        .map(|c| c.text_lossy())
+        .map(|c| (c.text_lossy(), c.truncated()))
         .unwrap_or_default()
 }
 
