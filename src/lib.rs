@@ -11,6 +11,7 @@ pub mod host;
 pub mod image;
 pub mod judge;
 pub mod net;
+pub mod run;
 pub mod sandbox;
 pub mod scan;
 pub mod sys;

@@ -6,4 +6,5 @@
 pub mod at;
 pub mod dir;
 pub mod fd;
+pub mod proc;
 pub mod sparse;
