@@ -154,6 +154,9 @@ pub struct RunArgs {
     /// Worker mode: leave summary.json to the supervisor.
     #[arg(long, requires = "worker", hide = true)]
     no_summary: bool,
+    /// Worker mode: the supervisor to tell of each phase (SIGUSR1).
+    #[arg(long, value_name = "PID", requires = "worker", hide = true)]
+    notify: Option<i32>,
 }
 
 type NotStarted = (ExitStatus, anyhow::Error);
@@ -521,6 +524,7 @@ fn worker(a: &RunArgs, dir: &Path) -> ExitStatus {
         retry_infra: a.retry_infra,
         job_id: a.job_id.clone().or_else(cluster_job_id),
         summary: !a.no_summary,
+        notify: a.notify,
     };
     let mut warnings = Vec::new();
     let end = run_worker(&folder, &o, &mut warnings);

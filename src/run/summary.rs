@@ -77,8 +77,21 @@ pub struct Summary {
     pub updated_at: String,
 }
 
+/// Records whose outcome stands, by task: they never change again, so a
+/// writer that keeps one (the supervisor) reads each record once.
+#[derive(Debug, Default)]
+pub struct Cache {
+    stands: Vec<Option<RecordView>>,
+}
+
 /// The summary as the folder is now.
 pub fn compute(folder: &RunFolder, plan: &ResolvedPlan) -> Summary {
+    compute_with(folder, plan, &mut Cache::default())
+}
+
+/// [`compute`], reading only the records `cache` does not hold.
+pub fn compute_with(folder: &RunFolder, plan: &ResolvedPlan, cache: &mut Cache) -> Summary {
+    cache.stands.resize(plan.total(), None);
     let mut all = Counts::default();
     let mut by: BTreeMap<String, Counts> = plan
         .configs
@@ -89,6 +102,11 @@ pub fn compute(folder: &RunFolder, plan: &ResolvedPlan) -> Summary {
         let per = by.entry(task.config_name.clone()).or_default();
         all.total += 1;
         per.total += 1;
+        if let Some(v) = &cache.stands[task.n] {
+            all.add_finished(v);
+            per.add_finished(v);
+            continue;
+        }
         let Some(dir) = folder.existing_config_dir(&task) else {
             continue;
         };
@@ -96,6 +114,9 @@ pub fn compute(folder: &RunFolder, plan: &ResolvedPlan) -> Summary {
             TrialState::Finished(v) => {
                 all.add_finished(&v);
                 per.add_finished(&v);
+                if v.stands() {
+                    cache.stands[task.n] = Some(v);
+                }
             }
             TrialState::Missing | TrialState::Unfinished { .. } => {
                 if matches!(dir.entry(format!("{}.claim", task.repeat)), Ok(Some(_))) {
@@ -118,14 +139,23 @@ pub fn compute(folder: &RunFolder, plan: &ResolvedPlan) -> Summary {
 /// Rewrites `summary.json` atomically (see the module docs for writers
 /// that race); returns what it wrote last.
 pub fn write(folder: &RunFolder, plan: &ResolvedPlan) -> std::io::Result<Summary> {
-    let mut s = compute(folder, plan);
+    write_with(folder, plan, &mut Cache::default())
+}
+
+/// [`write`] with a [`Cache`].
+pub fn write_with(
+    folder: &RunFolder,
+    plan: &ResolvedPlan,
+    cache: &mut Cache,
+) -> std::io::Result<Summary> {
+    let mut s = compute_with(folder, plan, cache);
     for _ in 0..20 {
         let bytes = crate::fsutil::json_bytes(&s)?;
         folder
             .dir()
             .write_replace(SUMMARY, &bytes, 0o644)
             .map_err(std::io::Error::other)?;
-        let again = compute(folder, plan);
+        let again = compute_with(folder, plan, cache);
         if again.counts == s.counts && again.by_config == s.by_config {
             return Ok(s);
         }

@@ -107,6 +107,9 @@ struct Worker {
     slot: usize,
     started: Instant,
     status: Option<(u32, String)>,
+    /// Its trial's sandboxes are done (phase `record`): the slot and its
+    /// memory went to the next trial while this worker writes results.
+    released: bool,
 }
 
 /// Runs the trials `queue` (task numbers, in order) of `plan` in `folder`.
@@ -123,6 +126,7 @@ pub fn supervise(
         Signal::SIGTERM,
         Signal::SIGHUP,
         Signal::SIGCHLD,
+        Signal::SIGUSR1,
     ] {
         signals.add(s);
     }
@@ -146,6 +150,7 @@ struct Loop<'a> {
     stopping: bool,
     killed: bool,
     me: libc::pid_t,
+    summary: summary::Cache,
 }
 
 impl<'a> Loop<'a> {
@@ -168,6 +173,7 @@ impl<'a> Loop<'a> {
             stopping: false,
             killed: false,
             me: std::process::id() as libc::pid_t,
+            summary: summary::Cache::default(),
         }
     }
 
@@ -188,13 +194,14 @@ impl<'a> Loop<'a> {
             let _ = poll(&mut fds, PollTimeout::from(ms));
             while let Ok(Some(info)) = sfd.read_signal() {
                 let sig = info.ssi_signo as i32;
-                if sig == libc::SIGCHLD {
+                if sig == libc::SIGCHLD || sig == libc::SIGUSR1 {
                     continue;
                 }
                 interrupted = true;
                 self.interrupt(sig);
             }
-            if self.reap() {
+            let released = self.look_at_phases();
+            if self.reap() || released {
                 // Trials finished: the next ones start first, then the
                 // summary is rewritten while they get going.
                 while !self.stopping {
@@ -205,7 +212,6 @@ impl<'a> Loop<'a> {
                 }
                 self.write_summary();
             }
-            self.look_at_phases();
             let views: Vec<RunningView> = self
                 .workers
                 .iter()
@@ -249,6 +255,7 @@ impl<'a> Loop<'a> {
                     slot,
                     started: Instant::now(),
                     status: None,
+                    released: false,
                 });
                 true
             }
@@ -274,6 +281,8 @@ impl<'a> Loop<'a> {
             .arg("--job-id")
             .arg(format!("local-{}", self.me))
             .arg("--no-summary")
+            .arg("--notify")
+            .arg(self.me.to_string())
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -320,9 +329,11 @@ impl<'a> Loop<'a> {
             };
             let w = self.workers.swap_remove(i);
             any = true;
+            if !w.released {
+                self.sched.finished(w.slot);
+            }
             // A worker removes its status file itself, unless it was killed.
             let _ = std::fs::remove_file(self.folder.root.join(super::worker::status_rel(&w.task)));
-            self.sched.finished(w.slot);
             let dir = self.folder.existing_config_dir(&w.task);
             let st = dir
                 .as_ref()
@@ -352,7 +363,10 @@ impl<'a> Loop<'a> {
         any
     }
 
-    fn look_at_phases(&mut self) {
+    /// Reads the running trials' phases; true when a trial's sandboxes
+    /// are done and its slot was released.
+    fn look_at_phases(&mut self) -> bool {
+        let mut released = false;
         for w in &mut self.workers {
             let Some(s) = read_status(self.folder, &w.task) else {
                 continue;
@@ -364,13 +378,19 @@ impl<'a> Loop<'a> {
                 .unwrap_or(true);
             if changed {
                 self.obs.phase(&w.task, &s.phase);
+                if s.phase == "record" && !w.released {
+                    self.sched.finished(w.slot);
+                    w.released = true;
+                    released = true;
+                }
                 w.status = Some((s.attempt, s.phase));
             }
         }
+        released
     }
 
     fn write_summary(&mut self) {
-        if let Err(e) = summary::write(self.folder, self.plan) {
+        if let Err(e) = summary::write_with(self.folder, self.plan, &mut self.summary) {
             self.obs.warning(&format!(
                 "writing {}: {e}",
                 self.folder.root.join(super::folder::SUMMARY).display()

@@ -22,7 +22,7 @@ use crate::sandbox::run::HostView;
 use crate::sys::dir::Dir;
 use crate::sys::proc;
 use crate::trial::record::{RunPlace, TrialPhase, TrialRecord};
-use crate::trial::{self, provenance, TrialHooks, TrialOptions};
+use crate::trial::{self, provenance, TrialContext, TrialHooks, TrialOptions};
 
 use super::claim::{Acquired, Claim, ClaimInfo, Found};
 use super::folder::RunFolder;
@@ -40,6 +40,9 @@ pub struct WorkerOptions {
     /// Rewrite `summary.json` when done (a supervisor that writes it
     /// itself turns this off).
     pub summary: bool,
+    /// A supervisor to send SIGUSR1 at each phase change (it then reads
+    /// the status file at once instead of at its next tick).
+    pub notify: Option<i32>,
 }
 
 /// How a worker ended.
@@ -78,7 +81,11 @@ pub fn run_worker(
     o: &WorkerOptions,
     warnings: &mut Vec<String>,
 ) -> Result<WorkerEnd, WorkerError> {
-    proc::install_stop_flag().map_err(|e| WorkerError::Folder(format!("signal handlers: {e}")))?;
+    // A stop-signal is caught by the handler between sandboxes, and kept
+    // pending (blocked) from each step's start until its sandbox reads it.
+    proc::install_stop_flag()
+        .and_then(|()| proc::block_stop_signals())
+        .map_err(|e| WorkerError::Folder(format!("signal handlers: {e}")))?;
     let shown = folder.root.display().to_string();
     let plan = folder
         .read_plan()?
@@ -126,7 +133,7 @@ pub fn run_worker(
         }
     };
     let end = with_claim(
-        folder, &plan, &task, &dir, &case, &opts, &host, o, &claim, warnings,
+        folder, &plan, &task, &dir, &case, prov, &opts, &host, o, &claim, warnings,
     );
     let _ = std::fs::remove_file(folder.root.join(status_rel(&task)));
     claim.release();
@@ -146,6 +153,7 @@ fn with_claim(
     task: &Task,
     dir: &Dir,
     case: &crate::case::Case,
+    prov: provenance::Provenance,
     opts: &TrialOptions,
     host: &HostView,
     o: &WorkerOptions,
@@ -177,10 +185,15 @@ fn with_claim(
         path: folder.root.join(status_rel(task)),
         task: task.n,
         attempt,
+        notify: o.notify,
     };
     hooks.write(first_phase(opts, case));
     let out = folder.trial_path(task);
-    let (_, rec) = trial::run_trial_with(case, &out, opts, host, Some(&place), &mut hooks)
+    let ctx = TrialContext {
+        place: Some(place),
+        provenance: Some(prov),
+    };
+    let (_, rec) = trial::run_trial_with(case, &out, opts, host, ctx, &mut hooks)
         .map_err(|e| WorkerError::Folder(e.to_string()))?;
     if !claim.still_mine() {
         // Broken as stale by another host while this one was slow: the
@@ -249,6 +262,7 @@ struct WorkerHooks {
     path: std::path::PathBuf,
     task: usize,
     attempt: u32,
+    notify: Option<i32>,
 }
 
 impl WorkerHooks {
@@ -274,6 +288,12 @@ impl WorkerHooks {
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
+        if let Some(pid) = self.notify {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGUSR1,
+            );
+        }
     }
 }
 
@@ -282,6 +302,9 @@ impl TrialHooks for WorkerHooks {
         self.write(p);
     }
     fn stop_requested(&mut self) -> bool {
-        proc::stop_signal().is_some()
+        // Blocked again (the last sandbox run unblocked them): from here to
+        // the next sandbox, a signal waits for it instead of being missed.
+        let _ = proc::block_stop_signals();
+        proc::stop_signal().is_some() || proc::stop_pending()
     }
 }

@@ -47,6 +47,37 @@ pub fn stop_signal() -> Option<i32> {
     }
 }
 
+fn stop_set() -> SigSet {
+    let mut s = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        s.add(sig);
+    }
+    s
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP on this thread: one that arrives now
+/// stays pending, and the next sandbox run (which reads them from a
+/// signalfd) stops at once. A sandbox run unblocks them when it ends.
+pub fn block_stop_signals() -> io::Result<()> {
+    stop_set().thread_block().map_err(io::Error::from)
+}
+
+/// Whether a stop-signal is pending (arrived while blocked).
+pub fn stop_pending() -> bool {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigpending fills the set it is given; it is only read after
+    // a successful call.
+    if unsafe { libc::sigpending(set.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: initialised by the successful sigpending above.
+    let set = unsafe { set.assume_init() };
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
+        .iter()
+        // SAFETY: a valid, initialised set and a valid signal number.
+        .any(|s| unsafe { libc::sigismember(&set, *s) } == 1)
+}
+
 /// Sets up a worker between fork and exec: SIGKILL when the process that
 /// spawns it (`parent`, the calling thread) dies, so that a supervisor
 /// killed with SIGKILL leaves no worker behind (each worker's sandboxes
@@ -92,6 +123,17 @@ mod tests {
         assert_eq!(stop_signal(), None);
         nix::sys::signal::raise(Signal::SIGHUP).unwrap();
         assert_eq!(stop_signal(), Some(libc::SIGHUP));
+        STOP.store(0, Ordering::SeqCst);
+        // Blocked, it stays pending for a signalfd to read.
+        block_stop_signals().unwrap();
+        assert!(!stop_pending());
+        nix::sys::signal::raise(Signal::SIGTERM).unwrap();
+        assert!(stop_pending());
+        assert_eq!(stop_signal(), None);
+        // Unblocked, the handler takes it.
+        stop_set().thread_unblock().unwrap();
+        assert!(!stop_pending());
+        assert_eq!(stop_signal(), Some(libc::SIGTERM));
         STOP.store(0, Ordering::SeqCst);
     }
 

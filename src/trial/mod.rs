@@ -85,16 +85,33 @@ pub fn run_trial(
     opts: &TrialOptions,
     host: &HostView,
 ) -> Result<(TrialDir, TrialRecord), TrialError> {
-    run_trial_with(case, out, opts, host, None, &mut NoTrialHooks)
+    run_trial_with(
+        case,
+        out,
+        opts,
+        host,
+        TrialContext::default(),
+        &mut NoTrialHooks,
+    )
 }
 
-/// [`run_trial`] as part of a run (`place` goes into the record), with hooks.
+/// What a caller knows about a trial before it runs.
+#[derive(Debug, Clone, Default)]
+pub struct TrialContext {
+    /// The run, configuration, repeat and attempt (`cbrun run`).
+    pub place: Option<RunPlace>,
+    /// The case's provenance, when the caller hashed it already (it is
+    /// hashed here otherwise).
+    pub provenance: Option<provenance::Provenance>,
+}
+
+/// [`run_trial`] as part of a run (`ctx` goes into the record), with hooks.
 pub fn run_trial_with(
     case: &Case,
     out: &Path,
     opts: &TrialOptions,
     host: &HostView,
-    place: Option<&RunPlace>,
+    ctx: TrialContext,
     hooks: &mut dyn TrialHooks,
 ) -> Result<(TrialDir, TrialRecord), TrialError> {
     let dir = TrialDir::create(out).map_err(|source| TrialError::OutDir {
@@ -111,12 +128,16 @@ pub fn run_trial_with(
         opts.solve.model.clone(),
         clock::rfc3339(SystemTime::now()),
     );
-    if let Some(p) = place {
+    if let Some(p) = &ctx.place {
         rec.place(p);
     }
     rec.language = Some(case.manifest.runner.language_label.clone());
     rec.failed_phase = Some(solve::first_phase(&agent));
-    match provenance::of_case(&case.dir) {
+    match ctx
+        .provenance
+        .map(Ok)
+        .unwrap_or_else(|| provenance::of_case(&case.dir))
+    {
         Ok(p) => rec.provenance = Some(p),
         Err(e) => rec.warnings.push(format!("provenance of the case: {e}")),
     }

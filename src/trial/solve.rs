@@ -590,6 +590,10 @@ fn run_setup(
         .as_deref()
         .filter(|s| !s.trim().is_empty())
     {
+        if run.hooks.stop_requested() {
+            report.end = SolveEnd::Interrupted;
+            return Ok(());
+        }
         let log = dir.logs_cbrun().join("version.log");
         let mut cfg = base.clone();
         cfg.command = vec!["/bin/sh".into(), "-c".into(), v.to_owned()];
