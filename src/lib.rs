@@ -12,6 +12,7 @@ pub mod image;
 pub mod judge;
 pub mod net;
 pub mod report;
+pub mod run;
 pub mod sandbox;
 pub mod scan;
 pub mod sys;

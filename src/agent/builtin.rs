@@ -1,10 +1,12 @@
 //! The specs shipped inside the binary, and what an `--agent` argument
-//! names: a shipped spec, a spec file, a replay folder, or no agent.
+//! names: a shipped spec, a spec file, a replay folder, a case's own
+//! control (`replay:@NAME`), or no agent.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::spec::{load, parse, AgentSpec, Format, SpecError};
+use crate::case::Case;
 
 /// The shipped specs, by name (`agents/NAME.toml` at the repository top).
 const SHIPPED: [(&str, &str); 4] = [
@@ -39,6 +41,9 @@ pub enum AgentRef {
     Spec(AgentSpec, SpecSource),
     /// Replay a recorded workspace from this folder instead of running an agent.
     Replay(PathBuf),
+    /// Replay each case's own control of this name (`controls/NAME/app`):
+    /// resolved against the case with [`for_case`] before the trial runs.
+    ReplayControl(String),
     /// No agent: judge `/app` as it is.
     None,
 }
@@ -67,6 +72,8 @@ pub fn shipped_spec(name: &str) -> Option<AgentSpec> {
 
 /// Resolves an agent argument:
 /// - `none`: no agent;
+/// - `replay:@NAME`: each case's control `NAME` (checked per case by
+///   [`for_case`]);
 /// - `replay:DIR`: DIR must be an existing directory;
 /// - a path to a `.json`/`.toml` spec (anything with a `/` or one of those
 ///   extensions is taken as a path);
@@ -90,6 +97,17 @@ pub fn resolve(arg: &str) -> Result<AgentRef, SpecError> {
                 None,
                 "replay: needs a directory (replay:DIR)",
             ));
+        }
+        if let Some(name) = dir.strip_prefix('@') {
+            return if valid_control_name(name) {
+                Ok(AgentRef::ReplayControl(name.to_owned()))
+            } else {
+                Err(SpecError::new(
+                    arg,
+                    None,
+                    "replay:@NAME needs a control name (letters, digits, . _ -)",
+                ))
+            };
         }
         let path = PathBuf::from(dir);
         return match std::fs::metadata(&path) {
@@ -120,6 +138,42 @@ pub fn resolve(arg: &str) -> Result<AgentRef, SpecError> {
             shipped_names().join(", ")
         ),
     ))
+}
+
+/// A control's folder name: what `replay:@NAME` may name.
+fn valid_control_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// `agent` for one case: `replay:@NAME` becomes a replay of the case's
+/// control `NAME`; every other agent is itself.
+pub fn for_case(agent: &AgentRef, case: &Case) -> Result<AgentRef, SpecError> {
+    let AgentRef::ReplayControl(name) = agent else {
+        return Ok(agent.clone());
+    };
+    match case.controls.iter().find(|c| &c.name == name) {
+        Some(c) => Ok(AgentRef::Replay(c.app_dir.clone())),
+        None => {
+            let have: Vec<&str> = case.controls.iter().map(|c| c.name.as_str()).collect();
+            Err(SpecError::new(
+                &format!("replay:@{name}"),
+                None,
+                &format!(
+                    "case {} has no control {name} (its controls: {})",
+                    case.id,
+                    if have.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        have.join(", ")
+                    }
+                ),
+            ))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -306,6 +360,31 @@ mod tests {
         );
         assert!(resolve("replay:").is_err());
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn replay_of_a_case_control() {
+        assert_eq!(
+            resolve("replay:@reference").unwrap(),
+            AgentRef::ReplayControl("reference".into())
+        );
+        for bad in ["replay:@", "replay:@../x", "replay:@a/b", "replay:@.hidden"] {
+            assert!(resolve(bad).is_err(), "{bad}");
+        }
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/case001");
+        let case = crate::case::load(&dir).unwrap();
+        match for_case(&resolve("replay:@stub").unwrap(), &case).unwrap() {
+            AgentRef::Replay(p) => assert!(p.ends_with("controls/stub/app"), "{p:?}"),
+            other => panic!("{other:?}"),
+        }
+        let e = for_case(&AgentRef::ReplayControl("nope".into()), &case).unwrap_err();
+        assert!(
+            e.to_string().contains("case case001 has no control nope")
+                && e.to_string().contains("reference"),
+            "{e}"
+        );
+        // Other agents are themselves.
+        assert_eq!(for_case(&AgentRef::None, &case).unwrap(), AgentRef::None);
     }
 
     #[test]

@@ -35,6 +35,7 @@ mod limits;
 mod man;
 pub mod messages;
 mod report;
+mod run;
 mod sandbox;
 mod solve;
 mod trial;
@@ -76,6 +77,8 @@ enum Command {
     Solve(Box<solve::SolveArgs>),
     /// Judge a stored workspace against a case's hidden tests.
     Judge(Box<judge::JudgeArgs>),
+    /// A benchmark run: cases x configurations x repeats, in parallel, resumable.
+    Run(Box<run::RunArgs>),
     /// Run every control of the cases through the scan and the judge and
     /// check their expect.json.
     Validate(validate::ValidateArgs),
@@ -101,6 +104,7 @@ fn dispatch(command: Command) -> Result<ExitStatus> {
         Command::Trial(a) => trial::exec(*a),
         Command::Solve(a) => solve::exec(*a),
         Command::Judge(a) => judge::exec(*a),
+        Command::Run(a) => run::exec(*a),
         Command::Validate(a) => validate::exec(a),
         Command::Report(a) => report::exec(*a),
         Command::Admin(c) => admin::exec(c),
@@ -168,12 +172,12 @@ fn refused(e: &clap::Error, argv: &[OsString]) -> ExitStatus {
     }
 }
 
-/// The status of a command line clap refused: 2 for `trial`, whose
+/// The status of a command line clap refused: 2 for `trial` and `run`, whose
 /// statuses say so; 125, cbrun's own error, for every other command, as
 /// `sandbox run` documents.
 fn usage_status(argv: &[OsString]) -> ExitStatus {
     match argv.get(1).and_then(|a| a.to_str()) {
-        Some("trial") => ExitStatus::Usage,
+        Some("trial" | "run") => ExitStatus::Usage,
         _ => ExitStatus::Error,
     }
 }

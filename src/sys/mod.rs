@@ -8,3 +8,4 @@ pub mod dir;
 pub mod fd;
 pub mod proc;
 pub mod sparse;
+pub mod stop;

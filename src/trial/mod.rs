@@ -7,6 +7,7 @@ pub mod egress;
 pub mod judge;
 pub mod layout;
 pub mod phase;
+pub mod provenance;
 pub mod record;
 pub mod solve;
 pub mod stage;
@@ -23,8 +24,8 @@ use crate::sandbox::config::RootfsSource;
 use crate::sandbox::run::HostView;
 use judge::{run_judge, JudgeOptions, JudgeReport};
 use layout::TrialDir;
-use record::{FailureClass, TerminalStatus, TrialRecord};
-use solve::{run_solve, Egress, SolveEnd, SolveOptions, SolveReport};
+use record::{FailureClass, PipelineStatus, RunPlace, TerminalStatus, TrialPhase, TrialRecord};
+use solve::{run_solve_with, Egress, SolveEnd, SolveOptions, SolveReport};
 
 #[derive(Debug, Clone)]
 pub struct TrialOptions {
@@ -55,9 +56,27 @@ pub fn agent_identity(agent: &AgentRef) -> (String, Option<String>) {
     match agent {
         AgentRef::Spec(spec, _) => (spec.name.clone(), Some(spec.hash())),
         AgentRef::Replay(dir) => (format!("replay:{}", dir.display()), None),
+        AgentRef::ReplayControl(name) => (format!("replay:@{name}"), None),
         AgentRef::None => ("none".into(), None),
     }
 }
+
+/// What a caller may do around one trial (`cbrun run`'s worker shows the
+/// step in its progress and stops on a signal between sandboxes).
+pub trait TrialHooks {
+    /// Step `p` begins.
+    fn phase(&mut self, _p: TrialPhase) {}
+    /// Asked before each sandbox starts: true ends the trial there as
+    /// interrupted. (A sandbox already running is stopped by the signal
+    /// itself: see [`crate::sandbox::run`].)
+    fn stop_requested(&mut self) -> bool {
+        false
+    }
+}
+
+/// No hooks.
+pub struct NoTrialHooks;
+impl TrialHooks for NoTrialHooks {}
 
 /// Runs one trial into `out` (which must not exist).
 pub fn run_trial(
@@ -66,11 +85,42 @@ pub fn run_trial(
     opts: &TrialOptions,
     host: &HostView,
 ) -> Result<(TrialDir, TrialRecord), TrialError> {
+    run_trial_with(
+        case,
+        out,
+        opts,
+        host,
+        TrialContext::default(),
+        &mut NoTrialHooks,
+    )
+}
+
+/// What a caller knows about a trial before it runs.
+#[derive(Debug, Clone, Default)]
+pub struct TrialContext {
+    /// The run, configuration, repeat and attempt (`cbrun run`).
+    pub place: Option<RunPlace>,
+    /// The case's provenance, when the caller hashed it already (it is
+    /// hashed here otherwise).
+    pub provenance: Option<provenance::Provenance>,
+}
+
+/// [`run_trial`] as part of a run (`ctx` goes into the record), with hooks.
+pub fn run_trial_with(
+    case: &Case,
+    out: &Path,
+    opts: &TrialOptions,
+    host: &HostView,
+    ctx: TrialContext,
+    hooks: &mut dyn TrialHooks,
+) -> Result<(TrialDir, TrialRecord), TrialError> {
     let dir = TrialDir::create(out).map_err(|source| TrialError::OutDir {
         path: out.to_path_buf(),
         source,
     })?;
-    let (name, hash) = agent_identity(&opts.solve.agent);
+    let agent = crate::agent::builtin::for_case(&opts.solve.agent, case)
+        .unwrap_or_else(|_| opts.solve.agent.clone());
+    let (name, hash) = agent_identity(&agent);
     let mut rec = TrialRecord::start(
         case.id.as_str(),
         &name,
@@ -78,6 +128,19 @@ pub fn run_trial(
         opts.solve.model.clone(),
         clock::rfc3339(SystemTime::now()),
     );
+    if let Some(p) = &ctx.place {
+        rec.place(p);
+    }
+    rec.language = Some(case.manifest.runner.language_label.clone());
+    rec.failed_phase = Some(solve::first_phase(&agent));
+    match ctx
+        .provenance
+        .map(Ok)
+        .unwrap_or_else(|| provenance::of_case(&case.dir))
+    {
+        Ok(p) => rec.provenance = Some(p),
+        Err(e) => rec.warnings.push(format!("provenance of the case: {e}")),
+    }
     let rootfs_id = match &opts.solve.rootfs {
         RootfsSource::Host => serde_json::json!({"rootfs": "host"}),
         RootfsSource::Dir(d) => serde_json::json!({"rootfs": d}),
@@ -91,19 +154,70 @@ pub fn run_trial(
     };
     save(&dir, &rec);
 
-    let solved = run_solve(case, &dir, &opts.solve, host);
+    let solved = run_solve_with(case, &dir, &opts.solve, host, hooks);
     fill_solve(&mut rec, &solved);
+    let mut stopped_before_judge = false;
     let judged = match solved.end {
         SolveEnd::Submitted if solved.denylist_violation.is_none() => {
-            save(&dir, &rec);
-            Some(run_judge(case, &dir.workspace(), &dir, &opts.judge, host))
+            if hooks.stop_requested() {
+                stopped_before_judge = true;
+                None
+            } else {
+                rec.failed_phase = Some(TrialPhase::Judge);
+                save(&dir, &rec);
+                hooks.phase(TrialPhase::Judge);
+                Some(run_judge(case, &dir.workspace(), &dir, &opts.judge, host))
+            }
         }
         _ => None,
     };
-    finish(&mut rec, &dir, &solved, judged.as_ref(), &opts.solve.egress);
+    hooks.phase(TrialPhase::Record);
+    if stopped_before_judge {
+        finish_interrupted(&mut rec, &dir, TrialPhase::Judge);
+    } else {
+        finish(&mut rec, &dir, &solved, judged.as_ref(), &opts.solve.egress);
+    }
     dir.remove_scratch();
     save(&dir, &rec);
     Ok((dir, rec))
+}
+
+/// A trial stopped by its hooks between two steps, before `phase`.
+fn finish_interrupted(rec: &mut TrialRecord, dir: &TrialDir, phase: TrialPhase) {
+    rec.terminal_status = TerminalStatus::Interrupted;
+    rec.failure_class = Some(FailureClass::Infrastructure);
+    rec.pipeline_status = PipelineStatus::Error;
+    rec.failed_phase = Some(phase);
+    rec.finished_at = Some(clock::rfc3339(SystemTime::now()));
+    let _ = dir.write("logs/verifier/reward.txt", b"0\n");
+    let _ = dir.write_json(
+        "logs/verifier/reward.json",
+        &serde_json::json!({"reward": 0, "reason": "interrupted", "judge_error": null}),
+    );
+    link_files(rec, dir);
+}
+
+/// Where the trial stands in the pipeline (see [`PipelineStatus`]), and
+/// where it stopped when it was not evaluated.
+fn pipeline(s: &SolveReport, j: Option<&JudgeReport>) -> (PipelineStatus, Option<TrialPhase>) {
+    use PipelineStatus::*;
+    match (s.end, j) {
+        (SolveEnd::Error | SolveEnd::Interrupted, _) => (Error, Some(s.phase)),
+        (SolveEnd::Timeout | SolveEnd::NotSubmitted, _) => (NotSubmitted, Some(s.phase)),
+        // The banned import survived the fix attempt.
+        (SolveEnd::Submitted, None) => (Rejected, Some(s.phase)),
+        (SolveEnd::Submitted, Some(j)) if j.interrupted || j.infrastructure => {
+            (Error, Some(TrialPhase::Judge))
+        }
+        // Refused before any test ran, and not for the host's sake: the
+        // copy of the workspace, or a workspace shadowing the runner.
+        (SolveEnd::Submitted, Some(j))
+            if j.judge_error.is_some() && j.exit_code.is_none() && !j.timed_out =>
+        {
+            (Rejected, Some(TrialPhase::Judge))
+        }
+        (SolveEnd::Submitted, Some(_)) => (Evaluated, None),
+    }
 }
 
 fn save(dir: &TrialDir, rec: &TrialRecord) {
@@ -116,6 +230,8 @@ fn fill_solve(rec: &mut TrialRecord, s: &SolveReport) {
     rec.cli_version = s.cli_version.clone();
     rec.agent_exit_code = s.agent_exit_code;
     rec.solve_seconds = s.seconds;
+    rec.setup_seconds = s.setup_seconds;
+    rec.time_to_submit_seconds = s.time_to_submit_seconds;
     rec.stalled = s.stalled;
     rec.submission = serde_json::to_value(&s.submission).ok();
     rec.denylist_violation = s.denylist_violation.clone();
@@ -186,6 +302,7 @@ fn finish(
     };
     rec.terminal_status = status;
     rec.failure_class = (rec.reward == 0).then_some(class);
+    (rec.pipeline_status, rec.failed_phase) = pipeline(s, j);
     if j.is_none() {
         // No judge ran: the verifier files still say why the reward is 0.
         let reason = match status {
@@ -215,6 +332,11 @@ fn finish(
         }
     }
     rec.finished_at = Some(clock::rfc3339(SystemTime::now()));
+    link_files(rec, dir);
+}
+
+/// Points the record at the trial's files that exist.
+fn link_files(rec: &mut TrialRecord, dir: &TrialDir) {
     for (key, rel) in [
         ("workspace", "workspace"),
         ("agent_log", "logs/cbrun/agent.log"),

@@ -4,13 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::trial::layout::TrialDir;
+use crate::trial::provenance::Provenance;
 
 pub const RECORD_SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TerminalStatus {
     Completed,
@@ -21,7 +22,7 @@ pub enum TerminalStatus {
     Interrupted,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureClass {
     /// The submission (or its absence) earned the 0.
@@ -29,6 +30,81 @@ pub enum FailureClass {
     /// cbrun, the host or the agent's installation failed; the 0 says
     /// nothing about the agent's work.
     Infrastructure,
+}
+
+/// Where a trial stands in the pipeline, for tables: did its work get a
+/// verdict, and if not, why not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PipelineStatus {
+    /// The judge gave a verdict (reward 0 or 1).
+    Evaluated,
+    /// No valid submit marker (a solve timeout without one included).
+    NotSubmitted,
+    /// Submitted but refused for the rules before or by the judge (a
+    /// banned import after the fix attempt, a workspace the judge would
+    /// not copy or that shadows the test runner).
+    Rejected,
+    /// No verdict: infrastructure, interruption, or an error the agent
+    /// caused that stopped the trial.
+    Error,
+}
+
+/// The steps of a trial, in order; `failed_phase` names where a trial that
+/// was not evaluated stopped, and a run's progress shows the current one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialPhase {
+    Install,
+    Setup,
+    Solve,
+    Scan,
+    Fix,
+    Judge,
+    Record,
+}
+
+impl TrialPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialPhase::Install => "install",
+            TrialPhase::Setup => "setup",
+            TrialPhase::Solve => "solve",
+            TrialPhase::Scan => "scan",
+            TrialPhase::Fix => "fix",
+            TrialPhase::Judge => "judge",
+            TrialPhase::Record => "record",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TrialPhase> {
+        use TrialPhase::*;
+        [Install, Setup, Solve, Scan, Fix, Judge, Record]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+    }
+}
+
+/// Tokens an agent reported using; any count may be unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+    pub cache_read: Option<u64>,
+    pub cache_write: Option<u64>,
+    pub reasoning: Option<u64>,
+}
+
+/// Which run, configuration, repeat and attempt a trial belongs to, when
+/// `cbrun run` ran it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunPlace {
+    pub run_id: String,
+    pub config: String,
+    /// 1-based.
+    pub repeat: u32,
+    /// 1-based (infrastructure retries and reruns of interrupted trials).
+    pub attempt: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -75,6 +151,33 @@ pub struct TrialRecord {
     /// Files of this trial, relative to the trial folder; each exists.
     pub files: BTreeMap<&'static str, String>,
     pub warnings: Vec<String>,
+    /// The run's id, when `cbrun run` ran this trial.
+    pub run_id: Option<String>,
+    /// The run's configuration name.
+    pub config: Option<String>,
+    /// 1-based repeat index within the run.
+    pub repeat: Option<u32>,
+    /// 1-based attempt (earlier attempts are kept beside this one).
+    pub attempt: Option<u32>,
+    /// The case's `runner.language_label`.
+    pub language: Option<String>,
+    /// The agent's install and setup scripts and its version probe; not
+    /// part of `solve_seconds`.
+    pub setup_seconds: f64,
+    /// From the agent's start (after install and setup) to the first
+    /// moment the submit marker held the valid line; null when it never did.
+    pub time_to_submit_seconds: Option<f64>,
+    pub pipeline_status: PipelineStatus,
+    /// Where a trial that was not evaluated stopped.
+    pub failed_phase: Option<TrialPhase>,
+    /// SHA-256 of every case file used (public, source, hidden tests).
+    pub provenance: Option<Provenance>,
+    /// Filled by agents that report usage; null otherwise.
+    pub token_usage: Option<TokenUsage>,
+    /// From a pricing table; null when unknown (never 0 for unknown).
+    pub cost_usd: Option<f64>,
+    /// `pricing-table:<date>`, `cli-estimate`, or null.
+    pub cost_source: Option<String>,
 }
 
 impl TrialRecord {
@@ -123,7 +226,30 @@ impl TrialRecord {
             cbrun_version: env!("CARGO_PKG_VERSION"),
             files: BTreeMap::new(),
             warnings: Vec::new(),
+            run_id: None,
+            config: None,
+            repeat: None,
+            attempt: None,
+            language: None,
+            setup_seconds: 0.0,
+            time_to_submit_seconds: None,
+            // Until the trial ends, it is an error that stopped at its
+            // first phase: what a killed cbrun leaves.
+            pipeline_status: PipelineStatus::Error,
+            failed_phase: Some(TrialPhase::Solve),
+            provenance: None,
+            token_usage: None,
+            cost_usd: None,
+            cost_source: None,
         }
+    }
+
+    /// Marks the record as part of a run.
+    pub fn place(&mut self, p: &RunPlace) {
+        self.run_id = Some(p.run_id.clone());
+        self.config = Some(p.config.clone());
+        self.repeat = Some(p.repeat);
+        self.attempt = Some(p.attempt);
     }
 
     /// Points the record at `rel` (relative to the trial folder) when it

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nix::unistd::Pid;
 use serde::Serialize;
 
-use crate::agent::builtin::AgentRef;
+use crate::agent::builtin::{self, AgentRef};
 use crate::agent::instruction::{render_instruction, InstructionFacts};
 use crate::agent::render::{render_command, RenderInputs};
 use crate::agent::spec::{AgentSpec, RunAs};
@@ -23,14 +23,16 @@ use crate::sandbox::config::{Identity, RootfsSource, SandboxConfig};
 use crate::sandbox::outcome::Outcome;
 use crate::sandbox::run::{self, HostView, RunHooks};
 use crate::scan::{self, ScanReport};
-use crate::sys::dir::{Blame, DirError};
+use crate::sys::dir::{Blame, Dir, DirError};
 use crate::trial::copy::{self, CopyLimits, Ownership};
 use crate::trial::egress::{self, ProxyChild};
 use crate::trial::layout::TrialDir;
 use crate::trial::phase::{self, bind, set_env, PhaseLimits, NONROOT, SANDBOX_PATH};
+use crate::trial::record::TrialPhase;
 use crate::trial::stage::SolveInputs;
 use crate::trial::submit::{self, Submission};
 use crate::trial::watchdog::Watchdog;
+use crate::trial::{NoTrialHooks, TrialHooks};
 
 pub const DEFAULT_SOLVE_BUDGET: Duration = Duration::from_secs(7200);
 pub const DEFAULT_STALL: Duration = Duration::from_secs(1800);
@@ -74,7 +76,16 @@ pub struct SolveReport {
     pub submission: Submission,
     pub agent_exit_code: Option<i32>,
     pub stalled: bool,
+    /// The agent's own run(s): everything but `setup_seconds`.
     pub seconds: f64,
+    /// The agent's install and setup scripts and its version probe.
+    pub setup_seconds: f64,
+    /// From the agent's start (after install and setup) to the first
+    /// moment the submit marker held the valid line.
+    pub time_to_submit_seconds: Option<f64>,
+    /// The step the solve was in when it ended (where an error or an
+    /// interruption stopped it).
+    pub phase: TrialPhase,
     /// What went wrong when `end` is `error`.
     pub error: Option<String>,
     /// The error lies with cbrun, the host or the agent's installation.
@@ -99,6 +110,9 @@ impl SolveReport {
             agent_exit_code: None,
             stalled: false,
             seconds: 0.0,
+            setup_seconds: 0.0,
+            time_to_submit_seconds: None,
+            phase: TrialPhase::Solve,
             error: None,
             infrastructure: false,
             scan: None,
@@ -122,14 +136,36 @@ impl SolveReport {
 /// Runs the solve phase into `dir`. Never fails: problems end up in the
 /// report with `end = error`.
 pub fn run_solve(case: &Case, dir: &TrialDir, opts: &SolveOptions, host: &HostView) -> SolveReport {
+    run_solve_with(case, dir, opts, host, &mut NoTrialHooks)
+}
+
+/// [`run_solve`], telling `hooks` each step as it begins and stopping as
+/// interrupted, before its next sandbox, when they ask.
+pub fn run_solve_with(
+    case: &Case,
+    dir: &TrialDir,
+    opts: &SolveOptions,
+    host: &HostView,
+    hooks: &mut dyn TrialHooks,
+) -> SolveReport {
+    let started = Instant::now();
+    let mut report = SolveReport::new();
+    report.phase = first_phase(&opts.agent);
+    // `replay:@NAME` names this case's own control.
+    let agent = match builtin::for_case(&opts.agent, case) {
+        Ok(a) => a,
+        Err(e) => {
+            report.fail(e.to_string(), true);
+            return report;
+        }
+    };
     // The registry index enforces the case's install ban.
     let egress = opts.egress.with_install_ban(&case.denylist.install_ban);
     let opts = &SolveOptions {
+        agent,
         egress,
         ..opts.clone()
     };
-    let started = Instant::now();
-    let mut report = SolveReport::new();
     let owner = match &opts.agent {
         AgentRef::Spec(spec, _) => phase::sandbox_owner(host, identity(spec)),
         _ => None,
@@ -148,20 +184,34 @@ pub fn run_solve(case: &Case, dir: &TrialDir, opts: &SolveOptions, host: &HostVi
     if let Some(i) = &inputs {
         report.warnings.extend(i.warnings.iter().cloned());
     }
-    let run = Run {
+    let mut run = Run {
         case,
         dir,
         opts,
         host,
         inputs: inputs.as_ref(),
         deadline,
+        hooks,
     };
     run.attempt(None, &mut report);
     if report.end == SolveEnd::Submitted {
-        scan_and_maybe_fix(&run, &mut report);
+        scan_and_maybe_fix(&mut run, &mut report);
     }
-    report.seconds = started.elapsed().as_secs_f64();
+    report.seconds = (started.elapsed().as_secs_f64() - report.setup_seconds).max(0.0);
     report
+}
+
+/// The step a solve with `agent` begins with.
+pub fn first_phase(agent: &AgentRef) -> TrialPhase {
+    match agent {
+        AgentRef::Spec(spec, _) if has_script(&spec.install_script) => TrialPhase::Install,
+        AgentRef::Spec(spec, _) if has_script(&spec.setup_script) => TrialPhase::Setup,
+        _ => TrialPhase::Solve,
+    }
+}
+
+fn has_script(s: &Option<String>) -> bool {
+    s.as_deref().is_some_and(|s| !s.trim().is_empty())
 }
 
 fn prepare_dirs(dir: &TrialDir, owner: Option<Ownership>, replay: bool) -> std::io::Result<()> {
@@ -198,7 +248,6 @@ fn identity(spec: &AgentSpec) -> Option<Identity> {
 }
 
 /// What every step of one solve shares.
-#[derive(Clone, Copy)]
 struct Run<'a> {
     case: &'a Case,
     dir: &'a TrialDir,
@@ -207,17 +256,30 @@ struct Run<'a> {
     /// Staged inputs, for spec agents.
     inputs: Option<&'a SolveInputs>,
     deadline: Instant,
+    hooks: &'a mut dyn TrialHooks,
 }
 
 impl Run<'_> {
     /// One go of the agent (the first, or the fix attempt with `fix`).
-    fn attempt(&self, fix: Option<&str>, report: &mut SolveReport) {
+    fn attempt(&mut self, fix: Option<&str>, report: &mut SolveReport) {
         solve_attempt(self, fix, report)
+    }
+
+    /// Step `p` begins; false (and the report says interrupted) when the
+    /// hooks ask the trial to stop instead.
+    fn begin(&mut self, p: TrialPhase, report: &mut SolveReport) -> bool {
+        report.phase = p;
+        if self.hooks.stop_requested() {
+            report.end = SolveEnd::Interrupted;
+            return false;
+        }
+        self.hooks.phase(p);
+        true
     }
 }
 
-fn solve_attempt(run: &Run, fix: Option<&str>, report: &mut SolveReport) {
-    let Run { dir, opts, .. } = *run;
+fn solve_attempt(run: &mut Run, fix: Option<&str>, report: &mut SolveReport) {
+    let (dir, opts) = (run.dir, run.opts);
     let note = |text: String| {
         use std::io::Write;
         if let Ok(mut f) = dir
@@ -228,8 +290,25 @@ fn solve_attempt(run: &Run, fix: Option<&str>, report: &mut SolveReport) {
         }
     };
     match &opts.agent {
-        AgentRef::None => note("cbrun: agent `none`: did nothing and did not submit".into()),
+        AgentRef::None => {
+            if !run.begin(phase_of(fix), report) {
+                return;
+            }
+            note("cbrun: agent `none`: did nothing and did not submit".into())
+        }
+        AgentRef::ReplayControl(name) => {
+            // run_solve_with resolves it first.
+            report.fail(
+                format!("replay:@{name}: not resolved against the case"),
+                true,
+            );
+            return;
+        }
         AgentRef::Replay(src) => {
+            if !run.begin(phase_of(fix), report) {
+                return;
+            }
+            let started = Instant::now();
             note(match fix {
                 None => format!(
                     "cbrun: replay: copying {} into /app and submitting",
@@ -254,6 +333,9 @@ fn solve_attempt(run: &Run, fix: Option<&str>, report: &mut SolveReport) {
                 report.fail(why, infra);
                 return;
             }
+            if report.time_to_submit_seconds.is_none() {
+                report.time_to_submit_seconds = Some(started.elapsed().as_secs_f64());
+            }
         }
         AgentRef::Spec(spec, _) => {
             if let Err((why, infra)) = run_agent(run, spec, fix, report) {
@@ -276,9 +358,21 @@ fn solve_attempt(run: &Run, fix: Option<&str>, report: &mut SolveReport) {
     };
 }
 
-fn scan_and_maybe_fix(run: &Run, report: &mut SolveReport) {
-    let Run { case, dir, .. } = *run;
+/// The step an attempt of the agent is: the first go, or the fix attempt.
+fn phase_of(fix: Option<&str>) -> TrialPhase {
+    if fix.is_some() {
+        TrialPhase::Fix
+    } else {
+        TrialPhase::Solve
+    }
+}
+
+fn scan_and_maybe_fix(run: &mut Run, report: &mut SolveReport) {
+    let (case, dir) = (run.case, run.dir);
     let bans = &case.denylist.import_ban;
+    if !run.begin(TrialPhase::Scan, report) {
+        return;
+    }
     let Some(first) = scan(dir, bans, report) else {
         return;
     };
@@ -302,6 +396,8 @@ fn scan_and_maybe_fix(run: &Run, report: &mut SolveReport) {
     if report.end != SolveEnd::Submitted {
         return;
     }
+    // The fix attempt's own scan: a violation here ends it in `fix`.
+    report.phase = TrialPhase::Fix;
     if let Some(second) = scan(dir, bans, report) {
         let _ = dir.write_json("logs/cbrun/scan.fix.json", &second);
         if !second.violations.is_empty() {
@@ -329,19 +425,12 @@ fn scan(dir: &TrialDir, bans: &[String], report: &mut SolveReport) -> Option<Sca
 
 /// The agent's install and setup scripts, then its command.
 fn run_agent(
-    run: &Run,
+    run: &mut Run,
     spec: &AgentSpec,
     fix: Option<&str>,
     report: &mut SolveReport,
 ) -> Result<(), (String, bool)> {
-    let Run {
-        case,
-        dir,
-        opts,
-        host,
-        deadline,
-        ..
-    } = *run;
+    let (case, dir, opts, host, deadline) = (run.case, run.dir, run.opts, run.host, run.deadline);
     let inputs = run
         .inputs
         .ok_or_else(|| ("a spec agent's inputs were not staged".to_owned(), true))?;
@@ -376,55 +465,16 @@ fn run_agent(
         .map_err(|e| (format!("solve sandbox: {e}"), true))?;
 
     if fix.is_none() {
-        for (what, script, secs) in [
-            ("install", &spec.install_script, spec.install_timeout_sec),
-            ("setup", &spec.setup_script, spec.setup_timeout_sec),
-        ] {
-            let Some(script) = script.as_deref().filter(|s| !s.trim().is_empty()) else {
-                continue;
-            };
-            let log = dir.logs_cbrun().join(format!("{what}.log"));
-            let mut cfg = base.clone();
-            cfg.command = vec!["/bin/sh".into(), "-c".into(), script.to_owned()];
-            cfg.timeout = Some(Duration::from_secs(secs));
-            cfg.stdout = crate::sandbox::config::Stdio::Append(log.clone());
-            cfg.stderr = crate::sandbox::config::Stdio::Append(log.clone());
-            let out = run_phase(&cfg, host, &opts.egress, dir, None)
-                .map_err(|e| (format!("agent {what} script: {e}"), true))?;
-            let _ = dir.write_json(&format!("logs/cbrun/{what}.outcome.json"), &out);
-            if out.interrupted {
-                report.end = SolveEnd::Interrupted;
-                return Ok(());
-            }
-            if out.timed_out || out.exit_code != Some(0) {
-                return Err((
-                    format!(
-                        "agent {what} script failed ({}); see {}",
-                        describe_end(&out),
-                        log.display()
-                    ),
-                    true,
-                ));
-            }
+        let setup_started = Instant::now();
+        let setup = run_setup(run, spec, &base, report);
+        report.setup_seconds += setup_started.elapsed().as_secs_f64();
+        setup?;
+        if report.end == SolveEnd::Interrupted {
+            return Ok(());
         }
-        if let Some(v) = spec
-            .version_command
-            .as_deref()
-            .filter(|s| !s.trim().is_empty())
-        {
-            let log = dir.logs_cbrun().join("version.log");
-            let mut cfg = base.clone();
-            cfg.command = vec!["/bin/sh".into(), "-c".into(), v.to_owned()];
-            cfg.timeout = Some(Duration::from_secs(60));
-            cfg.stdout = crate::sandbox::config::Stdio::File(log.clone());
-            cfg.stderr =
-                crate::sandbox::config::Stdio::Append(dir.logs_cbrun().join("version.err"));
-            if let Ok(o) = run_phase(&cfg, host, &Egress::None, dir, None) {
-                if o.exit_code == Some(0) {
-                    report.cli_version = first_line(dir, "version.log");
-                }
-            }
-        }
+    }
+    if !run.begin(phase_of(fix), report) {
+        return Ok(());
     }
 
     let remaining = deadline.saturating_duration_since(Instant::now());
@@ -446,8 +496,24 @@ fn run_agent(
         vec![dir.workspace(), dir.logs_agent(), out_log.clone()],
         opts.stall,
     );
-    let out = run_phase(&cfg, host, &opts.egress, dir, Some(watchdog))
+    // The first moment the marker holds the line, seen from the run loop.
+    let marker = match (fix, report.time_to_submit_seconds) {
+        (None, None) => dir.agent_dir().ok().map(SubmitWatch::new),
+        _ => None,
+    };
+    let agent_started = Instant::now();
+    let (out, seen) = run_phase(&cfg, host, &opts.egress, dir, Some(watchdog), marker)
         .map_err(|e| (format!("agent sandbox: {e}"), true))?;
+    if fix.is_none() && report.time_to_submit_seconds.is_none() {
+        // Written just before the agent exited, between two looks: its
+        // end is the first moment cbrun can vouch for.
+        report.time_to_submit_seconds = seen.or_else(|| {
+            dir.agent_dir()
+                .ok()
+                .filter(|d| submit::check(d).is_submitted())
+                .map(|_| agent_started.elapsed().as_secs_f64())
+        });
+    }
     let name = if fix.is_some() {
         "agent.fix.outcome.json"
     } else {
@@ -462,6 +528,83 @@ fn run_agent(
     } else if out.timed_out || out.stalled {
         report.stalled = out.stalled;
         report.end = SolveEnd::Timeout;
+    }
+    Ok(())
+}
+
+/// The agent's install and setup scripts, each in its own sandbox, and its
+/// version probe.
+fn run_setup(
+    run: &mut Run,
+    spec: &AgentSpec,
+    base: &SandboxConfig,
+    report: &mut SolveReport,
+) -> Result<(), (String, bool)> {
+    let (dir, opts, host) = (run.dir, run.opts, run.host);
+    for (what, phase, script, secs) in [
+        (
+            "install",
+            TrialPhase::Install,
+            &spec.install_script,
+            spec.install_timeout_sec,
+        ),
+        (
+            "setup",
+            TrialPhase::Setup,
+            &spec.setup_script,
+            spec.setup_timeout_sec,
+        ),
+    ] {
+        let Some(script) = script.as_deref().filter(|s| !s.trim().is_empty()) else {
+            continue;
+        };
+        if !run.begin(phase, report) {
+            return Ok(());
+        }
+        let log = dir.logs_cbrun().join(format!("{what}.log"));
+        let mut cfg = base.clone();
+        cfg.command = vec!["/bin/sh".into(), "-c".into(), script.to_owned()];
+        cfg.timeout = Some(Duration::from_secs(secs));
+        cfg.stdout = crate::sandbox::config::Stdio::Append(log.clone());
+        cfg.stderr = crate::sandbox::config::Stdio::Append(log.clone());
+        let (out, _) = run_phase(&cfg, host, &opts.egress, dir, None, None)
+            .map_err(|e| (format!("agent {what} script: {e}"), true))?;
+        let _ = dir.write_json(&format!("logs/cbrun/{what}.outcome.json"), &out);
+        if out.interrupted {
+            report.end = SolveEnd::Interrupted;
+            return Ok(());
+        }
+        if out.timed_out || out.exit_code != Some(0) {
+            return Err((
+                format!(
+                    "agent {what} script failed ({}); see {}",
+                    describe_end(&out),
+                    log.display()
+                ),
+                true,
+            ));
+        }
+    }
+    if let Some(v) = spec
+        .version_command
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+    {
+        if run.hooks.stop_requested() {
+            report.end = SolveEnd::Interrupted;
+            return Ok(());
+        }
+        let log = dir.logs_cbrun().join("version.log");
+        let mut cfg = base.clone();
+        cfg.command = vec!["/bin/sh".into(), "-c".into(), v.to_owned()];
+        cfg.timeout = Some(Duration::from_secs(60));
+        cfg.stdout = crate::sandbox::config::Stdio::File(log.clone());
+        cfg.stderr = crate::sandbox::config::Stdio::Append(dir.logs_cbrun().join("version.err"));
+        if let Ok((o, _)) = run_phase(&cfg, host, &Egress::None, dir, None, None) {
+            if o.exit_code == Some(0) {
+                report.cli_version = first_line(dir, "version.log");
+            }
+        }
     }
     Ok(())
 }
@@ -597,14 +740,17 @@ fn solve_config(
     Ok(cfg)
 }
 
-/// Runs one solve sandbox with the proxy and watchdog it needs.
+/// Runs one solve sandbox with the proxy and watchdog it needs; with
+/// `marker`, also when (in seconds from the start) the submit marker was
+/// first seen holding the line.
 fn run_phase(
     cfg: &SandboxConfig,
     host: &HostView,
     egress: &Egress,
     dir: &TrialDir,
     watchdog: Option<Watchdog>,
-) -> Result<Outcome, String> {
+    marker: Option<SubmitWatch>,
+) -> Result<(Outcome, Option<f64>), String> {
     let mut hooks = SolveHooks {
         egress: match egress {
             Egress::Allowlist(p) => Some(p),
@@ -612,11 +758,40 @@ fn run_phase(
         },
         log: dir.network_log(),
         proxy: None,
+        next_stall_check: watchdog.as_ref().map(|w| Instant::now() + w.interval()),
         watchdog,
+        marker,
     };
     let out = run::run_with(cfg, host, &mut hooks).map_err(|e| e.to_string());
     drop(hooks.proxy.take());
-    out
+    Ok((out?, hooks.marker.and_then(|m| m.seen)))
+}
+
+/// How often the submit marker is looked at while the agent runs: one
+/// descriptor-relative open and a read of at most 20 bytes.
+const MARKER_POLL: Duration = Duration::from_millis(250);
+
+/// Watches the agent's submit marker from the run loop.
+struct SubmitWatch {
+    agent_dir: Dir,
+    started: Instant,
+    seen: Option<f64>,
+}
+
+impl SubmitWatch {
+    fn new(agent_dir: Dir) -> Self {
+        SubmitWatch {
+            agent_dir,
+            started: Instant::now(),
+            seen: None,
+        }
+    }
+
+    fn look(&mut self) {
+        if self.seen.is_none() && submit::check(&self.agent_dir).is_submitted() {
+            self.seen = Some(self.started.elapsed().as_secs_f64());
+        }
+    }
 }
 
 struct SolveHooks<'a> {
@@ -624,6 +799,10 @@ struct SolveHooks<'a> {
     log: PathBuf,
     proxy: Option<ProxyChild>,
     watchdog: Option<Watchdog>,
+    /// The watchdog fingerprints whole trees: it keeps its own pace when
+    /// the marker is looked at more often.
+    next_stall_check: Option<Instant>,
+    marker: Option<SubmitWatch>,
 }
 
 impl RunHooks for SolveHooks<'_> {
@@ -634,12 +813,25 @@ impl RunHooks for SolveHooks<'_> {
         Ok(())
     }
     fn watch_interval(&self) -> Option<Duration> {
-        self.watchdog.as_ref().map(Watchdog::interval)
+        let stall = self.watchdog.as_ref().map(Watchdog::interval);
+        match (&self.marker, stall) {
+            (Some(m), Some(s)) if m.seen.is_none() => Some(s.min(MARKER_POLL)),
+            (Some(m), None) if m.seen.is_none() => Some(MARKER_POLL),
+            _ => stall,
+        }
     }
     fn stalled(&mut self) -> bool {
-        self.watchdog
-            .as_mut()
-            .map(Watchdog::stalled)
-            .unwrap_or(false)
+        if let Some(m) = self.marker.as_mut() {
+            m.look();
+        }
+        let (Some(w), Some(at)) = (self.watchdog.as_mut(), self.next_stall_check) else {
+            return false;
+        };
+        let now = Instant::now();
+        if now < at {
+            return false;
+        }
+        self.next_stall_check = Some(now + w.interval());
+        w.stalled()
     }
 }
