@@ -9,14 +9,13 @@
 //! not. The tricks that tamper with the runner must be recorded as
 //! `judge_tampered`.
 
-mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");

@@ -7,7 +7,6 @@
 //! names, and a check cannot see hidden tests from the solve sandbox,
 //! write them from the judge sandbox, or reach the network.
 
-mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -17,7 +16,7 @@ use std::time::Duration;
 use cbrun::case::{
     check, load, Ecosystem, ExecutionGroups, JudgeBan, Lenient, Phase, Severity, TechStack,
 };
-use common::*;
+use crate::common::*;
 
 const SHAPES: [&str; 6] = [
     "pub-minimal",

@@ -7,7 +7,7 @@
 //! Each attack runs as root, as `nobody` with delegated cgroups and as uid
 //! 65533 without delegation, unless it needs cgroups.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -15,7 +15,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{Ctx, Who, PY};
+use crate::common::{Ctx, Who, PY};
 use serde_json::{json, Value};
 
 fn busybox() -> PathBuf {

@@ -15,7 +15,6 @@
 //!
 //! Each runs as root and as nobody with delegated cgroups.
 
-mod common;
 
 use std::collections::HashMap;
 use std::fs;
@@ -28,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(300);

@@ -16,7 +16,6 @@
 //! entries directly in `/` of an image sandbox) and
 //! `error_lines_say_each_cause_once`.
 
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
@@ -27,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 

@@ -2,12 +2,12 @@
 //! version, completions and manual pages, identities, output files, the
 //! outcome JSON, the environment, and `doctor`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{
+use crate::common::{
     live_procs_with_arg, wait_until, Ctx, Proc, Who, CANARY_KEY, CANARY_VALUE, PY, ROOT_RANGE_LEN,
     ROOT_RANGE_START,
 };

@@ -2,12 +2,12 @@
 //! available; without delegation, limits are reported as not enforced and
 //! `--require-limits` refuses to run.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{live_procs_with_arg, Ctx, Who, PY};
+use crate::common::{live_procs_with_arg, Ctx, Who, PY};
 use serde_json::json;
 
 /// Allocates (and touches) 1 MiB at a time; gives up at 1 GiB so that a

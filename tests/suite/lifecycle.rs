@@ -3,7 +3,7 @@
 //! and gc attacked with forged owner records, which must not aim it at host
 //! processes or cgroups.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{live_procs_with_arg, wait_until, Ctx, Proc, Who};
+use crate::common::{live_procs_with_arg, wait_until, Ctx, Proc, Who};
 use serde_json::{json, Value};
 
 /// Wait until the sandbox's `sleep MARKER` shows up on the host.

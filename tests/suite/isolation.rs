@@ -2,7 +2,7 @@
 //! that must fail (network, files, processes, syscalls, privileges), as
 //! root, as a delegated user and as a user without delegation.
 
-mod common;
+use crate::common;
 
 use std::io::ErrorKind;
 use std::net::TcpListener;
@@ -10,7 +10,7 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::Path;
 
-use common::{Ctx, Who, PY};
+use crate::common::{Ctx, Who, PY};
 use serde_json::Value;
 
 // ---------------------------------------------------------------- network

@@ -5,7 +5,6 @@
 //! hostile, and cbrun must neither follow it, block on it, read it whole,
 //! nor blame itself for it.
 
-mod common;
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -13,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const TRIAL_DEADLINE: Duration = Duration::from_secs(240);

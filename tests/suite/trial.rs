@@ -4,7 +4,6 @@
 //! `cbrun validate`. Agents here are small shell/Python programs in spec
 //! files written by the tests; the oracle is `replay:`.
 
-mod common;
 
 use std::fs;
 use std::io::{Read, Write};
@@ -16,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const TRIAL_DEADLINE: Duration = Duration::from_secs(180);

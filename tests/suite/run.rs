@@ -6,7 +6,6 @@
 //! stale ones broken, infrastructure retries keeping earlier attempts,
 //! and the progress display under a pseudo-terminal and off one.
 
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -15,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const RUN_DEADLINE: Duration = Duration::from_secs(240);

@@ -4,7 +4,6 @@
 //! failed build leaves a log and no image; a case's recipe builds with a
 //! mapped base.
 
-mod common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -12,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn busybox_present() -> bool {

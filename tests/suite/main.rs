@@ -1,0 +1,27 @@
+//! cbrun's integration tests, as one test binary.
+//!
+//! Each file is a module named for what it tests; `common` holds the
+//! furniture they share (users, contexts, running cbrun, temporary
+//! folders). One binary links once: with the release profile's fat LTO,
+//! a binary per file cost about four minutes of CI each.
+//!
+//! Run one module with a filter: `cargo test --release --test suite --
+//! --test-threads=1 attack_hostfs::`.
+
+mod common;
+
+mod attack_egress;
+mod attack_hostfs;
+mod attack_sandbox;
+mod attack_verdict;
+mod case_check;
+mod cli;
+mod image;
+mod image_build;
+mod isolation;
+mod lifecycle;
+mod limits;
+mod published_shapes;
+mod report;
+mod run;
+mod trial;
