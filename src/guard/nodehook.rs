@@ -72,7 +72,7 @@ mod tests {
         let version = Command::new("node").arg("--version").output();
         let Ok(version) = version.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         else {
-            eprintln!("note: node not found, Node hook test skipped");
+            crate::testing::missing("node (the Node hook test)");
             return;
         };
         let t: PathBuf =

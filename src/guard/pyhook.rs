@@ -183,7 +183,7 @@ mod tests {
         if ok.map(|o| o.status.success()).unwrap_or(false) {
             Some("python3")
         } else {
-            eprintln!("note: python3 >= 3.8 not found, Python hook test skipped");
+            crate::testing::missing("python3 >= 3.8 (the Python hook test)");
             None
         }
     }

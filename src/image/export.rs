@@ -381,7 +381,7 @@ mod tests {
             .output()
             .is_ok_and(|o| o.status.success());
         if !found {
-            eprintln!("note: {name} not installed; skipping the part of this test that needs it");
+            crate::testing::missing(name);
         }
         found
     }

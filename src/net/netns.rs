@@ -282,7 +282,7 @@ mod tests {
         if geteuid().is_root() {
             return true;
         }
-        eprintln!("skipping: creating network namespaces needs root");
+        crate::testing::missing("root (creating network namespaces)");
         false
     }
 
@@ -468,7 +468,7 @@ mod tests {
         let mut b = [0u8; 1];
         let _ = nix::unistd::read(ready_r.as_raw_fd(), &mut b);
         if b[0] != b'1' {
-            eprintln!("skipping: unprivileged user namespaces are not available");
+            crate::testing::missing("unprivileged user namespaces");
             return;
         }
         let user_path = PathBuf::from(format!("/proc/{sandbox}/ns/user"));

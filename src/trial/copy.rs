@@ -968,7 +968,7 @@ mod tests {
     #[test]
     fn owned_copy_and_chown_tree() {
         if !is_root() {
-            eprintln!("skipped: needs root");
+            crate::testing::missing("root");
             return;
         }
         let s = Scratch::new("owned");

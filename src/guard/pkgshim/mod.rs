@@ -692,7 +692,7 @@ mod tests {
             .into_iter()
             .find(|p| have(p));
         if busybox.is_none() {
-            eprintln!("note: busybox not found, busybox userland not tested");
+            crate::testing::missing("busybox (the busybox userland)");
         }
         for shell in &shells {
             for userland in [None, busybox] {
