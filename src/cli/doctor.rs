@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::exit::ExitStatus;
+use super::messages;
 
 #[derive(Args)]
 pub struct DoctorArgs {
@@ -17,11 +18,19 @@ pub struct DoctorArgs {
 
 /// Probe, print, and exit 0 when a sandbox can run here, 2 otherwise.
 pub fn exec(a: DoctorArgs) -> Result<ExitStatus> {
+    if a.json {
+        messages::json_mode("doctor");
+    }
     let report = cbrun::doctor::collect();
     let mut out = std::io::stdout().lock();
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
+        drop(out);
+        messages::json_result("doctor", &report)?;
+        return Ok(if report.sandbox_possible {
+            ExitStatus::Success
+        } else {
+            ExitStatus::NoSandbox
+        });
     } else {
         out.write_all(cbrun::doctor::render_text(&report).as_bytes())?;
     }

@@ -18,11 +18,14 @@ pub struct GcArgs {
 }
 
 pub fn exec(a: GcArgs) -> Result<ExitStatus> {
+    if a.json {
+        messages::json_mode("gc");
+    }
     let host = HostView::detect();
     let mut report = state::gc(&host.state_root, host.roots.as_deref(), true);
     state::gc_scaffolds(&host.state_root, &mut report);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        messages::json_result("gc", &report)?;
     } else {
         println!(
             "cbrun gc: removed {} dead run(s), killed {} process(es), removed {} cgroup dir(s); {} run(s) live",

@@ -48,6 +48,9 @@ pub fn judge_options(l: &LimitArgs, root: &Root, timeout: Option<f64>) -> Result
 }
 
 pub fn exec(a: JudgeArgs) -> Result<ExitStatus> {
+    if a.json {
+        messages::json_mode("judge");
+    }
     let case = load_case(&a.case)?;
     let host = HostView::detect();
     let root = a.limits.root(&host)?;
@@ -68,7 +71,7 @@ pub fn exec(a: JudgeArgs) -> Result<ExitStatus> {
     let report = run_judge(&case, &ws, &dir, &opts, &host);
     dir.remove_scratch();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        messages::json_result("judge", &report)?;
     } else {
         messages::status(format_args!("judge: {}", report.reason));
         println!("reward {}", report.reward);

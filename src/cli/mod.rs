@@ -134,14 +134,16 @@ fn run(argv: Vec<OsString>) -> ExitStatus {
             Err(e) => return refused(&e, &argv),
         },
     };
-    result.unwrap_or_else(|e| {
+    let status = result.unwrap_or_else(|e| {
         if is_broken_pipe(&e) {
             // `cbrun man | head`: whoever read stdout has all it wanted.
             return ExitStatus::Success;
         }
         messages::error_chain(&e);
         ExitStatus::Error
-    })
+    });
+    messages::json_finish(status.as_u8());
+    status
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -84,6 +84,9 @@ fn prepare(a: &TrialArgs, host: &HostView) -> Result<(Case, Root, TrialOptions),
 }
 
 pub fn exec(a: TrialArgs) -> Result<ExitStatus> {
+    if a.json {
+        messages::json_mode("trial");
+    }
     let host = HostView::detect();
     // `_root` keeps an image's root from gc until the trial is over.
     let (case, _root, opts) = match prepare(&a, &host) {
@@ -117,8 +120,7 @@ pub fn exec(a: TrialArgs) -> Result<ExitStatus> {
 /// the reward and the record's path on stdout.
 fn report(a: &TrialArgs, dir: &trial::layout::TrialDir, rec: &TrialRecord) -> Result<()> {
     if a.json {
-        println!("{}", serde_json::to_string_pretty(rec)?);
-        return Ok(());
+        return messages::json_result("trial", rec);
     }
     let status = serde_json::to_value(rec.terminal_status).context("terminal_status")?;
     messages::status(format_args!(

@@ -34,6 +34,9 @@ pub struct ValidateArgs {
 }
 
 pub fn exec(a: ValidateArgs) -> Result<ExitStatus> {
+    if a.json {
+        messages::json_mode("validate");
+    }
     let host = HostView::detect();
     let root = a.limits.root(&host)?;
     let opts = judge_options(&a.limits, &root, a.judge_timeout)?;
@@ -69,7 +72,7 @@ pub fn exec(a: ValidateArgs) -> Result<ExitStatus> {
         let _ = std::fs::remove_dir_all(&work_root);
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        messages::json_result("validate", &results)?;
     } else {
         print!("{}", validate::table(&results));
     }

@@ -941,6 +941,44 @@ fn environment_is_clean_undelegated_user() {
     environment(Who::Undelegated);
 }
 
+// ---------------------------------------------------------------- --json
+
+/// Every `--json` command prints one envelope on stdout: its result when
+/// it did its job, its error (and exit status) when it did not.
+#[test]
+fn json_envelope_for_results_and_errors() {
+    let ctx = Ctx::new(Who::Root, "json-envelope");
+    let r = ctx.cbrun(&["doctor", "--json"]);
+    r.assert_code(0, "doctor --json");
+    let v = r.envelope_or_json();
+    assert_eq!(v["cbrun"], env!("CARGO_PKG_VERSION"), "{v}");
+    assert_eq!(v["command"], "doctor", "{v}");
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["result"]["sandbox_possible"], true, "{v}");
+
+    // A case folder that is not one: the error, as JSON, on stdout.
+    let missing = ctx.dir.join("no-such-case");
+    let out = ctx.out.join("json-out");
+    let r = ctx.cbrun(&[
+        "judge",
+        missing.to_str().unwrap(),
+        "--workspace",
+        ctx.dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_ne!(r.code, Some(0), "{}", r.show());
+    let v = r.envelope_or_json();
+    assert_eq!(v["command"], "judge", "{v}");
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["exit_code"].as_i64().map(|c| c as i32), r.code, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("no-such-case"), "{v}");
+    // The same error also on stderr, for whoever reads the terminal.
+    assert!(r.stderr.contains("no-such-case"), "{}", r.show());
+}
+
 // ---------------------------------------------------------------- doctor
 
 fn doctor(who: Who) {

@@ -136,8 +136,8 @@ fn build_captures_changes_as_a_layer_and_caches_it() {
         let log = PathBuf::from(line.rsplit("log: ").next().unwrap().trim());
         assert!(fs::read_to_string(&log).unwrap().contains("about-to-fail"));
         let ls = cb(&ctx, &h, &["image", "ls", "--json"]);
-        let names: Vec<String> = serde_json::from_str::<Value>(&ls.stdout)
-            .unwrap()
+        let names: Vec<String> = ls
+            .stdout_json()
             .as_array()
             .unwrap()
             .iter()

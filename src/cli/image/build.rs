@@ -38,6 +38,9 @@ pub struct Args {
 }
 
 pub fn exec(a: Args) -> Result<ExitStatus> {
+    if a.json {
+        messages::json_mode("image build");
+    }
     if !a.timeout.is_finite() || a.timeout <= 0.0 {
         bail!(
             "--timeout: {}: must be a positive number of seconds",
@@ -72,7 +75,7 @@ pub fn exec(a: Args) -> Result<ExitStatus> {
         &host,
     )?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        messages::json_result("image build", &r)?;
         return Ok(ExitStatus::Success);
     }
     messages::status(format_args!(

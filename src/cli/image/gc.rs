@@ -4,6 +4,7 @@
 use anyhow::Result;
 
 use super::{human, store, ExitStatus};
+use crate::cli::messages;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -13,9 +14,12 @@ pub struct Args {
 }
 
 pub fn exec(a: Args) -> Result<ExitStatus> {
+    if a.json {
+        messages::json_mode("image gc");
+    }
     let r = store()?.gc()?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        messages::json_result("image gc", &r)?;
     } else {
         println!(
             "cbrun image gc: removed {} blob(s) ({}), {} unpacked root(s), {} temp file(s); kept {} blob(s)",

@@ -3,6 +3,7 @@
 use anyhow::Result;
 
 use super::{human, store, ExitStatus};
+use crate::cli::messages;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -12,9 +13,12 @@ pub struct Args {
 }
 
 pub fn exec(a: Args) -> Result<ExitStatus> {
+    if a.json {
+        messages::json_mode("image ls");
+    }
     let list = store()?.list()?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        messages::json_result("image ls", &list)?;
         return Ok(ExitStatus::Success);
     }
     println!(

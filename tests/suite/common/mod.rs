@@ -437,7 +437,18 @@ impl Run {
     }
 
     /// stdout parsed as one JSON value.
+    /// Stdout as JSON; a command's `--json` envelope (`{"cbrun", "command",
+    /// "ok": true, "result"}`) gives its `result`.
     pub fn stdout_json(&self) -> Value {
+        let v = self.envelope_or_json();
+        match v.get("cbrun").and(v.get("ok")).and(v.get("result")) {
+            Some(result) if v["ok"] == true => result.clone(),
+            _ => v,
+        }
+    }
+
+    /// Stdout as JSON, as printed.
+    pub fn envelope_or_json(&self) -> Value {
         serde_json::from_str(self.stdout.trim())
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e})\n{}", self.show()))
     }
