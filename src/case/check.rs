@@ -97,10 +97,14 @@ pub(crate) fn inspect(case_dir: &Path) -> Inspection {
     if let (Some(m), Some(r)) = (&manifest, &recipe) {
         recipe_commands(s, m, r);
     }
-    let script = match root.resolve(ACCEPTANCE_SCRIPT) {
-        Entry::File(p) => Some(p),
-        _ => None,
-    };
+    let script_at = ACCEPTANCE_SCRIPTS
+        .iter()
+        .find_map(|rel| match root.resolve(rel) {
+            Entry::File(p) => Some((p, *rel)),
+            _ => None,
+        });
+    let script = script_at.as_ref().map(|(p, _)| p.clone());
+    let acceptance_entry = script_at.map(|(_, rel)| &rel[FINAL_DIR.len() + 1..]);
     if let Some(m) = &manifest {
         template(
             s,
@@ -160,6 +164,7 @@ pub(crate) fn inspect(case_dir: &Path) -> Inspection {
             controls,
             final_dir,
             acceptance_script: script,
+            acceptance_entry,
             warnings: problems.clone(),
         }),
         _ => None,

@@ -45,6 +45,9 @@ pub struct Case {
     pub final_dir: PathBuf,
     /// `milestones/final/tests/run_acceptance.sh`, when present.
     pub acceptance_script: Option<PathBuf>,
+    /// Where that script is relative to `milestones/final/` (and so to
+    /// `/tests/final` in the judge).
+    pub acceptance_entry: Option<&'static str>,
     /// Warnings found while checking.
     pub warnings: Vec<Problem>,
 }

@@ -49,7 +49,14 @@ pub mod layout {
     pub const FINAL_DIR: &str = "milestones/final";
     pub const TEST_MANIFEST: &str = "milestones/final/test_manifest.json";
     pub const TESTS_DIR: &str = "milestones/final/tests";
-    /// When present, the entry point of the hidden suite.
+    /// When present, the entry point of the hidden suite: where the
+    /// published runner looks (`/tests/final/run_acceptance.sh`), then
+    /// where cbrun's own sample cases have it.
+    pub const ACCEPTANCE_SCRIPTS: [&str; 2] = [
+        "milestones/final/run_acceptance.sh",
+        "milestones/final/tests/run_acceptance.sh",
+    ];
+    /// The second of [`ACCEPTANCE_SCRIPTS`], named in messages.
     pub const ACCEPTANCE_SCRIPT: &str = "milestones/final/tests/run_acceptance.sh";
     pub const CONTROLS_DIR: &str = "controls";
     /// Marker planted in hidden tests; it must never reach `public/`.

@@ -369,8 +369,8 @@ fn judge_in(
 
 /// `run_acceptance.sh` when the case has one, else the expanded template.
 fn entry_point(case: &Case) -> (&'static str, Vec<String>, String) {
-    if case.acceptance_script.is_some() {
-        let script = format!("{TESTS_ROOT}/tests/run_acceptance.sh");
+    if let Some(rel) = case.acceptance_entry {
+        let script = format!("{TESTS_ROOT}/{rel}");
         let argv = vec!["bash".to_owned(), script.clone()];
         ("run_acceptance.sh", argv, format!("bash {script}"))
     } else {

@@ -482,3 +482,74 @@ fn run_flags_are_checked() {
     assert_ne!(run.code, Some(0), "{}", run.show());
     assert!(run.stdout.contains("FAIL: "), "{}", run.show());
 }
+
+/// The published runner's entry point, `/tests/final/run_acceptance.sh`
+/// (`milestones/final/run_acceptance.sh` in the case), is what the judge
+/// runs when a case has it: the reference passes through it and the stub
+/// fails, and the report names it.
+#[test]
+fn a_run_acceptance_script_at_the_final_root_is_the_entry_point() {
+    let ctx = Ctx::new(Who::Root, "shapes-acceptance");
+    let case = ctx.dir.join("case001");
+    let st = Command::new("cp")
+        .arg("-r")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/case001"))
+        .arg(&case)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let tm: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(case.join("milestones/final/test_manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let cmd = tm["test_command"].as_str().unwrap();
+    fs::write(
+        case.join("milestones/final/run_acceptance.sh"),
+        format!("echo ENTRY-WAS-THE-SCRIPT\n{cmd}\n"),
+    )
+    .unwrap();
+    let check = ctx.cbrun(&["case", "check", case.to_str().unwrap()]);
+    check.assert_code(0, "case check with run_acceptance.sh");
+    let out = ctx.out.join("validate");
+    let run = ctx.cbrun(&[
+        "validate",
+        case.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    run.assert_code(0, "validate through run_acceptance.sh");
+    let results = run.stdout_json();
+    let rows = results.as_array().expect("results");
+    assert!(rows.len() >= 2, "{results}");
+    assert!(rows.iter().all(|r| r["ok"] == true), "{results}");
+    // Each control's judge ran the script.
+    let mut reports = 0;
+    for entry in walk_files(&out) {
+        if entry.file_name().is_some_and(|n| n == "final_report.json") {
+            let rep: serde_json::Value =
+                serde_json::from_str(&fs::read_to_string(&entry).unwrap()).unwrap();
+            assert_eq!(rep["entrypoint"], "run_acceptance.sh", "{rep}");
+            let log = fs::read_to_string(entry.with_file_name("final_tests.log")).unwrap();
+            assert!(log.starts_with("ENTRY-WAS-THE-SCRIPT"), "{log}");
+            reports += 1;
+        }
+    }
+    assert_eq!(reports, rows.len(), "one judge report per control");
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => out.extend(walk_files(&p)),
+            Ok(t) if t.is_file() => out.push(p),
+            _ => {}
+        }
+    }
+    out
+}
