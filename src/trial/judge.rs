@@ -156,6 +156,10 @@ pub fn run_judge(
     let timeout = opts.timeout.unwrap_or_else(|| case.judge_timeout());
     let (entrypoint, argv, command) = entry_point(case);
     let mut report = JudgeReport::new(case, entrypoint, command, timeout);
+    if let Some(why) = case.judge_unsupported() {
+        report.error(why, true);
+        return finish(report, dir, started);
+    }
     // Made fresh through the trial's own descriptor: whatever a
     // previous run left at the name is replaced, never written through.
     if let Err(e) = dir
@@ -365,7 +369,6 @@ fn judge_in(
     report.tamper_findings = d.tampered;
     Ok(())
 }
-
 
 /// `run_acceptance.sh` when the case has one, else the expanded template.
 fn entry_point(case: &Case) -> (&'static str, Vec<String>, String) {

@@ -153,6 +153,14 @@ pub fn run_trial_with(
         Egress::Allowlist(p) => serde_json::json!({"policy": "allowlist", "rules": p}),
     };
     save(&dir, &rec);
+    // A case cbrun's judge cannot judge as its author meant is refused
+    // before the agent spends its budget (as the published runner's
+    // readiness check does), and the refusal is the host's, not the agent's.
+    if let Some(why) = case.judge_unsupported() {
+        finish_refused(&mut rec, &dir, &why);
+        save(&dir, &rec);
+        return Ok((dir, rec));
+    }
 
     let solved = run_solve_with(case, &dir, &opts.solve, host, hooks);
     fill_solve(&mut rec, &solved);
@@ -193,6 +201,22 @@ fn finish_interrupted(rec: &mut TrialRecord, dir: &TrialDir, phase: TrialPhase) 
     let _ = dir.write_json(
         "logs/verifier/reward.json",
         &serde_json::json!({"reward": 0, "reason": "interrupted", "judge_error": null}),
+    );
+    link_files(rec, dir);
+}
+
+/// A trial refused before its solve phase: an infrastructure error.
+fn finish_refused(rec: &mut TrialRecord, dir: &TrialDir, why: &str) {
+    rec.terminal_status = TerminalStatus::Error;
+    rec.failure_class = Some(FailureClass::Infrastructure);
+    rec.pipeline_status = PipelineStatus::Error;
+    rec.failed_phase = Some(TrialPhase::Setup);
+    rec.error = Some(why.to_owned());
+    rec.finished_at = Some(clock::rfc3339(SystemTime::now()));
+    let _ = dir.write("logs/verifier/reward.txt", b"0\n");
+    let _ = dir.write_json(
+        "logs/verifier/reward.json",
+        &serde_json::json!({"reward": 0, "reason": "refused", "judge_error": why}),
     );
     link_files(rec, dir);
 }

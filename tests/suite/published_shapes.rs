@@ -7,16 +7,15 @@
 //! names, and a check cannot see hidden tests from the solve sandbox,
 //! write them from the judge sandbox, or reach the network.
 
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::common::*;
 use cbrun::case::{
     check, load, Ecosystem, ExecutionGroups, JudgeBan, Lenient, Phase, Severity, TechStack,
 };
-use crate::common::*;
 
 const SHAPES: [&str; 6] = [
     "pub-minimal",
@@ -451,6 +450,33 @@ fn a_cow_profile_is_reported_by_check_and_fails_the_judge_readiness_run() {
         "{}",
         run.show()
     );
+    // A trial is refused before its agent runs: the host's failure, exit 1.
+    let out = ctx.out.join("cow-trial");
+    let run = ctx.cbrun(&[
+        "trial",
+        c.to_str().unwrap(),
+        "--agent",
+        "replay:@reference",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    run.assert_code(1, "trial of a cow case");
+    let rec: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("trial.json")).unwrap()).unwrap();
+    assert_eq!(rec["failure_class"], "infrastructure", "{rec}");
+    assert_eq!(rec["reward"], 0, "{rec}");
+    assert_eq!(rec["failed_phase"], "setup", "{rec}");
+    assert!(
+        rec["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("judge_profile \"cow\""),
+        "{rec}"
+    );
+    let ws: Vec<_> = fs::read_dir(out.join("workspace"))
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(ws.is_empty(), "the agent never ran: {ws:?}");
     ctx.assert_clean("cow");
 }
 
