@@ -125,6 +125,18 @@ pub struct NetSummary {
     pub bytes_down: u64,
     /// Most frequent first; ties by host, port, decision.
     pub hosts: Vec<HostCount>,
+    /// Connections to (host, port, decision) keys past the first
+    /// [`MAX_SUMMARY_HOSTS`]: the sandbox names the hosts, so their number
+    /// is its to choose, and the summary stays bounded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hosts_left_out: u64,
+}
+
+/// Distinct (host, port, decision) keys a summary counts one by one.
+pub const MAX_SUMMARY_HOSTS: usize = 1000;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Reads a connection log back. A final line without its newline is the
@@ -162,9 +174,12 @@ pub fn summarize(path: &Path) -> io::Result<NetSummary> {
         }
         sum.bytes_up += rec.bytes_up;
         sum.bytes_down += rec.bytes_down;
-        *counts
-            .entry((rec.host, rec.port, rec.decision))
-            .or_default() += 1;
+        let key = (rec.host, rec.port, rec.decision);
+        if counts.len() < MAX_SUMMARY_HOSTS || counts.contains_key(&key) {
+            *counts.entry(key).or_default() += 1;
+        } else {
+            sum.hosts_left_out += 1;
+        }
     }
     sum.hosts = counts
         .into_iter()
@@ -253,6 +268,23 @@ mod tests {
         let err = summarize(&path).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
         assert!(err.to_string().contains("line 2"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn distinct_hosts_are_bounded() {
+        let path = temp_path("many.jsonl");
+        let mut text = String::new();
+        for i in 0..MAX_SUMMARY_HOSTS + 50 {
+            let r = rec(&format!("h{i}.test"), 443, LogDecision::Denied, 0);
+            text.push_str(&serde_json::to_string(&r).unwrap());
+            text.push('\n');
+        }
+        std::fs::write(&path, text).unwrap();
+        let sum = summarize(&path).unwrap();
+        assert_eq!(sum.total, (MAX_SUMMARY_HOSTS + 50) as u64);
+        assert_eq!(sum.hosts.len(), MAX_SUMMARY_HOSTS);
+        assert_eq!(sum.hosts_left_out, 50);
         std::fs::remove_file(&path).unwrap();
     }
 
