@@ -15,3 +15,4 @@ pub mod sandbox;
 pub mod scan;
 pub mod sys;
 pub mod trial;
+pub mod usage;
