@@ -9,6 +9,7 @@
 pub mod builtin;
 pub mod instruction;
 pub mod render;
+pub mod signals;
 pub mod spec;
 
 pub use builtin::{resolve, shipped, shipped_names, shipped_spec, AgentRef, SpecSource};
