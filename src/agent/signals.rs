@@ -149,7 +149,11 @@ impl Signals {
             .iter()
             .map(|h| h.signal)
             .find(|s| s.terminating())
-            .or_else(|| (!model_reached).then(|| self.hits.first().map(|h| h.signal)).flatten())
+            .or_else(|| {
+                (!model_reached)
+                    .then(|| self.hits.first().map(|h| h.signal))
+                    .flatten()
+            })
     }
 }
 
@@ -285,7 +289,9 @@ pub fn from_agent_log(text: &str, format: Option<UsageFormat>) -> Signals {
             continue;
         }
         let json = if format.is_some() && trimmed.starts_with('{') {
-            serde_json::from_str::<Value>(trimmed).ok().filter(Value::is_object)
+            serde_json::from_str::<Value>(trimmed)
+                .ok()
+                .filter(Value::is_object)
         } else {
             None
         };
@@ -314,7 +320,10 @@ fn event_signals(v: &Value, format: UsageFormat) -> Vec<Signal> {
         UsageFormat::ClaudeStreamJson => match kind {
             // `{"type":"system","subtype":"api_retry","error_status":429,"error":"rate_limit"}`
             "system" if str_of(v, "subtype") == "api_retry" => {
-                let by_status = v.get("error_status").and_then(Value::as_u64).and_then(status_signal);
+                let by_status = v
+                    .get("error_status")
+                    .and_then(Value::as_u64)
+                    .and_then(status_signal);
                 let by_name = match str_of(v, "error") {
                     "authentication_failed" => Some(Signal::Auth),
                     "rate_limit" => Some(Signal::RateLimit),
@@ -327,7 +336,9 @@ fn event_signals(v: &Value, format: UsageFormat) -> Vec<Signal> {
             "result" if v.get("is_error").and_then(Value::as_bool) == Some(true) => {
                 let status = v.get("api_error_status").and_then(Value::as_u64);
                 let text = str_of(v, "result");
-                let api = status.is_some() || text.starts_with("API Error") || text.contains("Failed to authenticate");
+                let api = status.is_some()
+                    || text.starts_with("API Error")
+                    || text.contains("Failed to authenticate");
                 if api {
                     out.push(Signal::RetryExhausted);
                     out.extend(status.and_then(status_signal));
@@ -363,10 +374,7 @@ fn event_signals(v: &Value, format: UsageFormat) -> Vec<Signal> {
 /// The model hosts of a run: the spec's `api_hosts` and the hosts of its
 /// `*_BASE_URL` variables (given as name/value pairs), normalized.
 pub fn model_hosts(api_hosts: &[String], env: &[(String, String)]) -> Vec<String> {
-    let mut out: Vec<String> = api_hosts
-        .iter()
-        .filter_map(|h| host_key(h))
-        .collect();
+    let mut out: Vec<String> = api_hosts.iter().filter_map(|h| host_key(h)).collect();
     for (k, v) in env {
         if k.ends_with("_BASE_URL") {
             out.extend(url_host(v).and_then(|h| host_key(&h)));
@@ -405,7 +413,10 @@ pub fn from_network(records: &[ConnRecord], model_hosts: &[String]) -> Signals {
             continue;
         }
         let reason = r.reason.as_deref().unwrap_or("");
-        let line = format!("{} {}:{} {:?}: {reason}", r.method, r.host, r.port, r.decision);
+        let line = format!(
+            "{} {}:{} {:?}: {reason}",
+            r.method, r.host, r.port, r.decision
+        );
         let signal = match r.decision {
             LogDecision::Allowed => continue,
             LogDecision::Denied => Signal::EgressDenied,
@@ -455,10 +466,17 @@ mod tests {
         assert_eq!(s.invalidating(true), Some(Signal::Auth));
         let s = from_agent_log(CLAUDE_429, f);
         assert_eq!(kinds(&s), [(Signal::RateLimit, 2)]);
-        assert_eq!(s.invalidating(true), None, "a CLI retrying past 429s is not finished");
+        assert_eq!(
+            s.invalidating(true),
+            None,
+            "a CLI retrying past 429s is not finished"
+        );
         assert_eq!(s.invalidating(false), Some(Signal::RateLimit));
         let s = from_agent_log(CLAUDE_REFUSED, f);
-        assert_eq!(kinds(&s), [(Signal::Connection, 2), (Signal::RetryExhausted, 1)]);
+        assert_eq!(
+            kinds(&s),
+            [(Signal::Connection, 2), (Signal::RetryExhausted, 1)]
+        );
         assert!(s.hits[0].example.contains("api_retry"), "{:?}", s.hits);
     }
 
@@ -474,7 +492,10 @@ mod tests {
         assert_eq!(kinds(&s), [(Signal::Connection, 1)]);
         // A CLI's stderr line between its JSON events counts too.
         let s = from_agent_log("{\"type\":\"turn.started\"}\nERROR: exceeded retry limit, last status: 429 Too Many Requests", Some(UsageFormat::CodexJson));
-        assert_eq!(kinds(&s), [(Signal::RateLimit, 1), (Signal::RetryExhausted, 1)]);
+        assert_eq!(
+            kinds(&s),
+            [(Signal::RateLimit, 1), (Signal::RetryExhausted, 1)]
+        );
     }
 
     #[test]
@@ -525,23 +546,66 @@ mod tests {
         let hosts = model_hosts(
             &["api.anthropic.com".into()],
             &[
-                ("ANTHROPIC_BASE_URL".into(), "https://Gateway.Example.test:8443/v1".into()),
+                (
+                    "ANTHROPIC_BASE_URL".into(),
+                    "https://Gateway.Example.test:8443/v1".into(),
+                ),
                 ("OTHER".into(), "http://ignored.test".into()),
             ],
         );
         assert_eq!(hosts, ["api.anthropic.com", "gateway.example.test"]);
         let recs = vec![
-            rec("CONNECT", "api.anthropic.com", 443, LogDecision::Denied, "not in the allowlist"),
-            rec("CONNECT", "github.com", 443, LogDecision::Denied, "code host"),
-            rec("CONNECT", "gateway.example.test", 8443, LogDecision::Error, "cannot resolve gateway.example.test: failed to lookup address information"),
-            rec(crate::net::forward::FORWARD_METHOD, "127.0.0.1", 9, LogDecision::Error, "127.0.0.1:9: Connection refused (os error 111)"),
-            rec("CONNECT", "pypi.org", 443, LogDecision::Error, "connection refused"),
-            rec("CONNECT", "api.anthropic.com", 443, LogDecision::Allowed, ""),
+            rec(
+                "CONNECT",
+                "api.anthropic.com",
+                443,
+                LogDecision::Denied,
+                "not in the allowlist",
+            ),
+            rec(
+                "CONNECT",
+                "github.com",
+                443,
+                LogDecision::Denied,
+                "code host",
+            ),
+            rec(
+                "CONNECT",
+                "gateway.example.test",
+                8443,
+                LogDecision::Error,
+                "cannot resolve gateway.example.test: failed to lookup address information",
+            ),
+            rec(
+                crate::net::forward::FORWARD_METHOD,
+                "127.0.0.1",
+                9,
+                LogDecision::Error,
+                "127.0.0.1:9: Connection refused (os error 111)",
+            ),
+            rec(
+                "CONNECT",
+                "pypi.org",
+                443,
+                LogDecision::Error,
+                "connection refused",
+            ),
+            rec(
+                "CONNECT",
+                "api.anthropic.com",
+                443,
+                LogDecision::Allowed,
+                "",
+            ),
         ];
         let s = from_network(&recs, &hosts);
         assert_eq!(
             kinds(&s),
-            [(Signal::Connection, 1), (Signal::Dns, 1), (Signal::EgressDenied, 1)]
+            [
+                (Signal::Connection, 1),
+                (Signal::Dns, 1),
+                (Signal::EgressDenied, 1)
+            ]
         );
         assert!(s.hits.iter().all(|h| h.source == Source::NetworkLog));
         assert_eq!(s.invalidating(true), Some(Signal::Connection));
@@ -549,8 +613,14 @@ mod tests {
 
     #[test]
     fn url_hosts() {
-        assert_eq!(url_host("http://127.0.0.1:8080").as_deref(), Some("127.0.0.1"));
-        assert_eq!(url_host("https://u:p@h.test/x?y").as_deref(), Some("h.test"));
+        assert_eq!(
+            url_host("http://127.0.0.1:8080").as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(
+            url_host("https://u:p@h.test/x?y").as_deref(),
+            Some("h.test")
+        );
         assert_eq!(url_host("http://[::1]:9/v1").as_deref(), Some("[::1]"));
         assert_eq!(url_host("h.test"), None);
     }

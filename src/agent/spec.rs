@@ -242,7 +242,12 @@ impl AgentSpec {
         for (i, h) in self.api_hosts.iter().enumerate() {
             match crate::net::policy::Host::parse(h) {
                 Ok(crate::net::policy::Host::Name(_)) => {}
-                Ok(_) => return err(&format!("api_hosts[{i}]"), format!("{h:?}: a host name, not an address")),
+                Ok(_) => {
+                    return err(
+                        &format!("api_hosts[{i}]"),
+                        format!("{h:?}: a host name, not an address"),
+                    )
+                }
                 Err(why) => return err(&format!("api_hosts[{i}]"), format!("{h:?}: {why}")),
             }
         }
@@ -538,7 +543,10 @@ fn check_fields(m: &Map<String, Value>) -> Result<(), (String, String)> {
                 }
             }
             Some(v) => {
-                return Err((key.into(), format!("expected a list of strings, found {}", kind(v))))
+                return Err((
+                    key.into(),
+                    format!("expected a list of strings, found {}", kind(v)),
+                ))
             }
         }
     }
@@ -729,7 +737,10 @@ DEMO_TELEMETRY = "0"
                 "name = \"a\"\ncommand = \"x\"\nsetup_script = \"\"",
                 "setup_script",
             ),
-            ("name = \"a\"\ncommand = \"x\"\nversion = \"1 2\"", "version"),
+            (
+                "name = \"a\"\ncommand = \"x\"\nversion = \"1 2\"",
+                "version",
+            ),
             ("name = \"a\"\ncommand = \"x\"\nversion = 2", "version"),
             (
                 "name = \"a\"\ncommand = \"x\"\ninstall_script = \"i\"\ninstall_dir = \"../x\"",
@@ -739,7 +750,10 @@ DEMO_TELEMETRY = "0"
                 "name = \"a\"\ncommand = \"x\"\ninstall_script = \"i\"\ninstall_dir = \"/opt/x\"",
                 "install_dir",
             ),
-            ("name = \"a\"\ncommand = \"x\"\ninstall_dir = \".cli\"", "install_dir"),
+            (
+                "name = \"a\"\ncommand = \"x\"\ninstall_dir = \".cli\"",
+                "install_dir",
+            ),
             (
                 "name = \"a\"\ncommand = \"x\"\nusage_format = \"claude-json\"",
                 "usage_format",
@@ -752,7 +766,10 @@ DEMO_TELEMETRY = "0"
                 "name = \"a\"\ncommand = \"x\"\ntranscripts = [\"a/../b\"]",
                 "transcripts[0]",
             ),
-            ("name = \"a\"\ncommand = \"x\"\ntranscripts = \"a\"", "transcripts"),
+            (
+                "name = \"a\"\ncommand = \"x\"\ntranscripts = \"a\"",
+                "transcripts",
+            ),
             (
                 "name = \"a\"\ncommand = \"x\"\napi_hosts = [\"10.0.0.1\"]",
                 "api_hosts[0]",
@@ -781,7 +798,13 @@ DEMO_TELEMETRY = "0"
         // Fields left out are not serialised: a spec written before they
         // existed keeps its hash.
         let json = serde_json::to_string(&old).unwrap();
-        for f in ["version", "install_dir", "usage_format", "transcripts", "api_hosts"] {
+        for f in [
+            "version",
+            "install_dir",
+            "usage_format",
+            "transcripts",
+            "api_hosts",
+        ] {
             assert!(!json.contains(&format!("\"{f}\":")), "{json}");
         }
         let full = format!(

@@ -203,7 +203,12 @@ fn accept_loop(
     Ok(())
 }
 
-fn record(at_ms: u64, target: SocketAddr, decision: LogDecision, reason: Option<String>) -> ConnRecord {
+fn record(
+    at_ms: u64,
+    target: SocketAddr,
+    decision: LogDecision,
+    reason: Option<String>,
+) -> ConnRecord {
     ConnRecord {
         at_ms,
         method: FORWARD_METHOD.to_owned(),
@@ -223,7 +228,9 @@ fn dispatch(shared: &Arc<Shared>, client: TcpStream, target: SocketAddr) {
     if shared.active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
         shared.active.fetch_sub(1, Ordering::SeqCst);
         let why = format!("too many forwarded connections (limit {MAX_CONNECTIONS})");
-        shared.log.record(&record(at_ms, target, LogDecision::Error, Some(why)));
+        shared
+            .log
+            .record(&record(at_ms, target, LogDecision::Error, Some(why)));
         return;
     }
     let id = {
@@ -243,7 +250,9 @@ fn dispatch(shared: &Arc<Shared>, client: TcpStream, target: SocketAddr) {
     if let Err(e) = spawned {
         shared.active.fetch_sub(1, Ordering::SeqCst);
         let why = format!("cannot start a forward thread: {e}");
-        shared.log.record(&record(at_ms, target, LogDecision::Error, Some(why)));
+        shared
+            .log
+            .record(&record(at_ms, target, LogDecision::Error, Some(why)));
     }
 }
 
@@ -253,7 +262,9 @@ fn handle(shared: &Shared, id: u64, at_ms: u64, client: TcpStream, target: Socke
         Ok(u) => u,
         Err(e) => {
             let why = format!("{target}: {e}");
-            shared.log.record(&record(at_ms, target, LogDecision::Error, Some(why)));
+            shared
+                .log
+                .record(&record(at_ms, target, LogDecision::Error, Some(why)));
             // The client sees the refusal as a reset, like a refused connect.
             let _ = client.shutdown(Shutdown::Both);
             return;
@@ -282,17 +293,34 @@ mod tests {
 
     #[test]
     fn loopback_entries_with_a_port_become_forwards() {
-        let p = policy(&["127.0.0.1:8080", "api.test:443", "[::1]:9", "localhost:7000", "127.0.0.1:8080", "10.0.0.1:80"]);
+        let p = policy(&[
+            "127.0.0.1:8080",
+            "api.test:443",
+            "[::1]:9",
+            "localhost:7000",
+            "127.0.0.1:8080",
+            "10.0.0.1:80",
+        ]);
         let (f, w) = forwards_for(&p, PROXY.parse().unwrap()).unwrap();
         let listen: Vec<String> = f.iter().map(|x| x.listen.to_string()).collect();
-        assert_eq!(listen, ["127.0.0.1:8080", "[::1]:9", "127.0.0.1:7000", "[::1]:7000"]);
+        assert_eq!(
+            listen,
+            ["127.0.0.1:8080", "[::1]:9", "127.0.0.1:7000", "[::1]:7000"]
+        );
         assert!(f.iter().all(|x| x.listen == x.target));
-        assert_eq!(f.iter().filter(|x| x.optional).count(), 1, "only localhost's ::1");
+        assert_eq!(
+            f.iter().filter(|x| x.optional).count(),
+            1,
+            "only localhost's ::1"
+        );
         assert!(w.is_empty());
         let (f, w) = forwards_for(&policy(&["127.0.0.1", "*"]), PROXY.parse().unwrap()).unwrap();
         assert!(f.is_empty());
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("--allow 127.0.0.1: a loopback entry without a port"), "{w:?}");
+        assert!(
+            w[0].contains("--allow 127.0.0.1: a loopback entry without a port"),
+            "{w:?}"
+        );
         let e = forwards_for(&policy(&["127.0.0.1:3128"]), PROXY.parse().unwrap()).unwrap_err();
         assert!(e.contains("cbrun's proxy"), "{e}");
     }
@@ -315,7 +343,10 @@ mod tests {
             s.write_all(b"pong").unwrap();
         });
         // A port with nobody behind it: bind, note, close.
-        let dead = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap();
+        let dead = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap();
         let front = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let front_addr = front.local_addr().unwrap();
         let front_dead = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
@@ -323,7 +354,8 @@ mod tests {
         let (path, log) = temp_log("relay");
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
-        let server = thread::spawn(move || serve(vec![(front, up_addr), (front_dead, dead)], log, &stop2));
+        let server =
+            thread::spawn(move || serve(vec![(front, up_addr), (front_dead, dead)], log, &stop2));
         let mut c = TcpStream::connect(front_addr).unwrap();
         c.write_all(b"ping").unwrap();
         let mut got = [0u8; 4];
@@ -337,21 +369,42 @@ mod tests {
         assert!(buf.is_empty());
         // Let both records land, then stop.
         let end = Instant::now() + Duration::from_secs(10);
-        while std::fs::read_to_string(&path).unwrap_or_default().lines().count() < 2 {
+        while std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            < 2
+        {
             assert!(Instant::now() < end, "records did not land");
             thread::sleep(Duration::from_millis(10));
         }
         stop.store(true, Ordering::SeqCst);
         server.join().unwrap().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        let recs: Vec<ConnRecord> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        let ok = recs.iter().find(|r| r.port == up_addr.port()).expect("the relayed connection");
+        let recs: Vec<ConnRecord> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let ok = recs
+            .iter()
+            .find(|r| r.port == up_addr.port())
+            .expect("the relayed connection");
         assert_eq!(ok.method, FORWARD_METHOD);
         assert_eq!(ok.decision, LogDecision::Allowed);
         assert_eq!((ok.bytes_up, ok.bytes_down), (4, 4));
-        let bad = recs.iter().find(|r| r.port == dead.port()).expect("the refused one");
+        let bad = recs
+            .iter()
+            .find(|r| r.port == dead.port())
+            .expect("the refused one");
         assert_eq!(bad.decision, LogDecision::Error);
-        assert!(bad.reason.as_deref().unwrap_or("").to_lowercase().contains("refused"), "{bad:?}");
+        assert!(
+            bad.reason
+                .as_deref()
+                .unwrap_or("")
+                .to_lowercase()
+                .contains("refused"),
+            "{bad:?}"
+        );
         std::fs::remove_file(&path).unwrap();
     }
 }

@@ -71,6 +71,32 @@ pub struct TrialRecord {
     /// Files of this trial, relative to the trial folder; each exists.
     pub files: BTreeMap<&'static str, String>,
     pub warnings: Vec<String>,
+    /// Install, setup and version probe of a spec agent.
+    pub setup_seconds: f64,
+    /// For a cacheable agent install: whether it came from the cache.
+    pub install_cached: Option<bool>,
+    /// What the agent's CLI reported (see [`crate::usage`]); null when it
+    /// reports none.
+    pub token_usage: Option<crate::usage::Tokens>,
+    /// By the price table; null when a model has no price.
+    pub cost_usd: Option<f64>,
+    /// `pricing-table:<date>`, or null.
+    pub cost_source: Option<String>,
+    /// The CLI's own estimate, when it prints one.
+    pub cli_cost_usd: Option<f64>,
+    pub unpriced_models: Vec<String>,
+    /// Usage per model, its format, the logs read, whether each ended
+    /// with the CLI's summary.
+    pub usage: Option<serde_json::Value>,
+    /// Signs that the model API failed (see [`crate::agent::signals`]).
+    pub infra_signals: crate::agent::signals::Signals,
+    /// False when the 0 says nothing about the agent: it did not submit
+    /// and the model API failed.
+    pub run_valid: bool,
+    /// `infra:<signal>` when `run_valid` is false.
+    pub invalid_reason: Option<String>,
+    /// The agent's session transcripts, relative to the trial folder.
+    pub transcripts: Vec<String>,
 }
 
 impl TrialRecord {
@@ -117,6 +143,18 @@ impl TrialRecord {
             cbrun_version: env!("CARGO_PKG_VERSION"),
             files: BTreeMap::new(),
             warnings: Vec::new(),
+            setup_seconds: 0.0,
+            install_cached: None,
+            token_usage: None,
+            cost_usd: None,
+            cost_source: None,
+            cli_cost_usd: None,
+            unpriced_models: Vec::new(),
+            usage: None,
+            infra_signals: Default::default(),
+            run_valid: true,
+            invalid_reason: None,
+            transcripts: Vec::new(),
         }
     }
 
