@@ -187,10 +187,25 @@ fn child_main(
         eprintln!("cbrun: proxy: closing cbrun's descriptors: {e}");
         return 1;
     }
-    if nix::unistd::geteuid().is_root() {
+    if crate::host::userns::is_real_root() {
         if let Err(e) = crate::sys::proc::drop_to(NOBODY, NOBODY) {
             eprintln!("cbrun: proxy: dropping root: {e}");
             return 1;
+        }
+    } else if nix::unistd::geteuid().is_root() {
+        // A rootless cbrun is "root" of its own user namespace, where only
+        // its caller is mapped: there is no other user to become, so it
+        // gives up the namespace's capabilities instead.
+        for set in [
+            caps::CapSet::Ambient,
+            caps::CapSet::Inheritable,
+            caps::CapSet::Effective,
+            caps::CapSet::Permitted,
+        ] {
+            if let Err(e) = caps::clear(None, set) {
+                eprintln!("cbrun: proxy: dropping capabilities: {e}");
+                return 1;
+            }
         }
     }
     let shutdown = Arc::new(AtomicBool::new(false));
