@@ -439,7 +439,8 @@ fn claude_trial(ctx: &Ctx, label: &str, c: &Path, api: &MockApi, home: &Path) ->
     )
 }
 
-fn assert_claude_solved(t: &Trial, api: &MockApi, who: Who) {
+/// `n`: the streamed main-loop calls the mock served during this trial.
+fn assert_claude_solved(t: &Trial, api: &MockApi, n: u64, who: Who) {
     let what = format!("claude-code trial as {}", who.label());
     assert_eq!(t.status(), "completed", "{what}\n{}", t.show());
     assert_eq!(t.reward(), 1, "{what}\n{}", t.show());
@@ -452,7 +453,6 @@ fn assert_claude_solved(t: &Trial, api: &MockApi, who: Who) {
     );
     assert!(r["run_valid"].as_bool().unwrap(), "{}", t.show());
     // Usage: exactly what the mock reported, per streamed main-loop call.
-    let n = api.calls(MODEL);
     assert!(
         n >= 4,
         "the script has four steps ({n} calls)\n{}",
@@ -559,7 +559,8 @@ fn real_claude_code(who: Who) {
     let home = data_home(&ctx, "cbrun-home");
 
     let first = claude_trial(&ctx, "first", &c, &api, &home);
-    assert_claude_solved(&first, &api, who);
+    let n1 = api.calls(MODEL);
+    assert_claude_solved(&first, &api, n1, who);
     assert_eq!(first.record["install_cached"], false, "{}", first.show());
     let npm_first = first
         .net_log()
@@ -572,10 +573,9 @@ fn real_claude_code(who: Who) {
         first.show()
     );
 
-    let calls_before = api.calls(MODEL);
     let second = claude_trial(&ctx, "second", &c, &api, &home);
-    assert!(api.calls(MODEL) > calls_before);
-    assert_claude_solved(&second, &api, who);
+    let n2 = api.calls(MODEL) - n1;
+    assert_claude_solved(&second, &api, n2, who);
     assert_eq!(second.record["install_cached"], true, "{}", second.show());
     let npm_second: Vec<Value> = second
         .net_log()
@@ -877,7 +877,10 @@ fn installs_are_cached_read_only_and_a_moving_version_is_not() {
             .collect();
         assert_eq!(entries.len(), 1, "{entries:?}");
         let tool = fs::read_to_string(entries[0].join("tree/bin/tool")).unwrap();
-        assert_eq!(tool, "#!/bin/sh\necho tool-1.2.3\n", "the cached install changed");
+        assert_eq!(
+            tool, "#!/bin/sh\necho tool-1.2.3\n",
+            "the cached install changed"
+        );
         assert!(!entries[0].join("tree/evil").exists());
         // The cache belongs to cbrun's user, not to the sandbox's ids.
         use std::os::unix::fs::MetadataExt;
