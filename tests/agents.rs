@@ -376,31 +376,219 @@ fn serve(
 }
 
 // ---------------------------------------------------------------------
+// A scripted npm registry on 127.0.0.1, serving packed packages.
+
+/// Where the packed Claude Code packages are (`npm pack` output):
+/// `$CBRUN_TEST_NPM_PACKS`, else this folder. `.ci/run` fills it.
+const NPM_PACKS_DEFAULT: &str = "/var/cache/cbrun-tests/npm";
+const CLAUDE_VERSION: &str = "2.1.197";
+
+fn npm_packs_dir() -> PathBuf {
+    std::env::var_os("CBRUN_TEST_NPM_PACKS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(NPM_PACKS_DEFAULT))
+}
+
+/// The tarballs the pinned Claude Code installs from on this machine: the
+/// package and its native binary for this platform.
+fn claude_packs() -> Vec<PathBuf> {
+    let arch = linux_arch();
+    let dir = npm_packs_dir();
+    [
+        format!("anthropic-ai-claude-code-{CLAUDE_VERSION}.tgz"),
+        format!("anthropic-ai-claude-code-linux-{arch}-{CLAUDE_VERSION}.tgz"),
+    ]
+    .into_iter()
+    .map(|f| dir.join(f))
+    .collect()
+}
+
+/// npm's name for this machine's architecture.
+fn linux_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// One package version of the mock registry.
+struct Pack {
+    name: String,
+    version: String,
+    manifest: Value,
+    file: PathBuf,
+}
+
+struct MockRegistry {
+    port: u16,
+    /// Every request path, in order.
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl MockRegistry {
+    /// Serves a packument (one version) per tarball, built from its
+    /// `package/package.json`, with the tarball's sha512 as its integrity
+    /// (npm checks it, so bytes changed on the way fail the install).
+    /// Every other package is 404, as npm's registry answers for a name
+    /// it does not have (npm skips such optional platform packages).
+    fn start(packs: &[PathBuf]) -> MockRegistry {
+        use sha2::{Digest, Sha512};
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let mut by_name: BTreeMap<String, Pack> = BTreeMap::new();
+        for f in packs {
+            let mut manifest = None;
+            let gz = flate2::read::GzDecoder::new(fs::File::open(f).unwrap());
+            let mut ar = tar::Archive::new(gz);
+            for e in ar.entries().unwrap() {
+                let mut e = e.unwrap();
+                if e.path().unwrap().as_os_str() == "package/package.json" {
+                    let mut t = String::new();
+                    e.read_to_string(&mut t).unwrap();
+                    manifest = Some(serde_json::from_str::<Value>(&t).unwrap());
+                    break;
+                }
+            }
+            let mut manifest = manifest.expect("package/package.json in the tarball");
+            let digest = Sha512::digest(fs::read(f).unwrap());
+            let b64 = base64(&digest);
+            let name = manifest["name"].as_str().unwrap().to_owned();
+            let version = manifest["version"].as_str().unwrap().to_owned();
+            // Where npm's registry keeps it: `/<name>/-/<leaf>-<version>.tgz`.
+            let leaf = name.rsplit('/').next().unwrap();
+            manifest["dist"] = json!({
+                "tarball": format!("http://127.0.0.1:{port}/{name}/-/{leaf}-{version}.tgz"),
+                "integrity": format!("sha512-{b64}"),
+            });
+            by_name.insert(
+                name.clone(),
+                Pack {
+                    name,
+                    version,
+                    manifest,
+                    file: f.clone(),
+                },
+            );
+        }
+        let by_name = Arc::new(by_name);
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let rq = requests.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let (packs, rq) = (by_name.clone(), rq.clone());
+                std::thread::spawn(move || serve_registry(s, &packs, &rq));
+            }
+        });
+        MockRegistry { port, requests }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn count(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+fn serve_registry(mut s: TcpStream, packs: &BTreeMap<String, Pack>, requests: &Mutex<Vec<String>>) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    let Some((_method, path, _)) = read_request(&mut s) else {
+        return;
+    };
+    requests.lock().unwrap().push(path.clone());
+    let path = path.split('?').next().unwrap_or("");
+    // Scoped names come as `@scope%2fname` (or with a plain `/`).
+    let name = path
+        .trim_start_matches('/')
+        .replace("%2f", "/")
+        .replace("%2F", "/");
+    if let Some((pkg, file)) = name.split_once("/-/") {
+        let leaf = pkg.rsplit('/').next().unwrap_or("");
+        let found = packs
+            .get(pkg)
+            .filter(|p| file == format!("{leaf}-{}.tgz", p.version));
+        let Some(p) = found else {
+            return respond(
+                &mut s,
+                404,
+                "application/json",
+                b"{\"error\":\"Not found\"}",
+            );
+        };
+        let mut f = fs::File::open(&p.file).unwrap();
+        let len = f.metadata().unwrap().len();
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {len}\r\nconnection: close\r\n\r\n"
+        );
+        let _ = std::io::copy(&mut f, &mut s);
+        return;
+    }
+    match packs.get(&name) {
+        Some(p) => {
+            let doc = json!({
+                "name": p.name,
+                "dist-tags": {"latest": p.version},
+                "versions": {p.version.clone(): p.manifest},
+            });
+            respond(&mut s, 200, "application/json", doc.to_string().as_bytes())
+        }
+        None => respond(
+            &mut s,
+            404,
+            "application/json",
+            b"{\"error\":\"Not found\"}",
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------
 // The real Claude Code.
 
-/// Node and npm are what the shipped spec installs with; CI must have them.
-fn require_node() -> bool {
-    let ok = ["node", "npm"].iter().all(|t| {
+/// Node and npm (what the shipped spec installs with) and the packed
+/// pinned Claude Code; CI must have them, elsewhere the test is skipped.
+fn require_claude() -> Option<Vec<PathBuf>> {
+    let node = ["node", "npm"].iter().all(|t| {
         Command::new(t)
             .arg("--version")
             .output()
             .map(|o| o.status.success())
             .unwrap_or(false)
     });
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "node and npm must be installed (.ci/run installs nodejs and npm)"
-        );
-        eprintln!("skipping: node/npm are not installed");
-    }
-    ok
+    let packs = claude_packs();
+    let missing: Vec<String> = packs
+        .iter()
+        .filter(|p| !p.is_file())
+        .map(|p| p.display().to_string())
+        .collect();
+    let why = if !node {
+        "node and npm are not installed".to_owned()
+    } else if !missing.is_empty() {
+        format!(
+            "the packed Claude Code is missing ({}); run: mkdir -p {dir} && cd {dir} && npm pack @anthropic-ai/claude-code@{CLAUDE_VERSION} @anthropic-ai/claude-code-linux-x64@{CLAUDE_VERSION}",
+            missing.join(", "),
+            dir = npm_packs_dir().display()
+        )
+    } else {
+        return Some(packs);
+    };
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "a real Claude Code is required in CI: {why}"
+    );
+    eprintln!("skipping: {why}");
+    None
 }
 
 /// cbrun's environment for a real-CLI trial: its data dir, and the CA
 /// variables of this host (its network may re-sign TLS) to pass on.
-fn real_env(home: &Path) -> Vec<(String, String)> {
-    let mut env = vec![("CBRUN_HOME".to_owned(), home.display().to_string())];
+fn real_env(home: &Path, registry: &MockRegistry) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("CBRUN_HOME".to_owned(), home.display().to_string()),
+        ("CBRUN_NPM_REGISTRY_URL".to_owned(), registry.url()),
+    ];
     for k in ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR"] {
         if let Ok(v) = std::env::var(k) {
             env.push((k.to_owned(), v));
@@ -409,10 +597,17 @@ fn real_env(home: &Path) -> Vec<(String, String)> {
     env
 }
 
-fn claude_trial(ctx: &Ctx, label: &str, c: &Path, api: &MockApi, home: &Path) -> Trial {
+fn claude_trial(
+    ctx: &Ctx,
+    label: &str,
+    c: &Path,
+    api: &MockApi,
+    registry: &MockRegistry,
+    home: &Path,
+) -> Trial {
     let allow = format!("127.0.0.1:{}", api.port);
     let base = format!("ANTHROPIC_BASE_URL={}", api.url());
-    let env = real_env(home);
+    let env = real_env(home, registry);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     trial(
         ctx,
@@ -545,9 +740,9 @@ fn assert_claude_solved(t: &Trial, api: &MockApi, n: u64, who: Who) {
 }
 
 fn real_claude_code(who: Who) {
-    if !require_node() {
+    let Some(packs) = require_claude() else {
         return;
-    }
+    };
     let ctx = Ctx::new(who, "claude");
     let c = case(&ctx, "case001");
     let reference =
@@ -556,27 +751,48 @@ fn real_claude_code(who: Who) {
         "/app/src/versionkit/__init__.py".into(),
         reference,
     )]));
+    let registry = MockRegistry::start(&packs);
     let home = data_home(&ctx, "cbrun-home");
 
-    let first = claude_trial(&ctx, "first", &c, &api, &home);
+    let first = claude_trial(&ctx, "first", &c, &api, &registry, &home);
     let n1 = api.calls(MODEL);
     assert_claude_solved(&first, &api, n1, who);
     assert_eq!(first.record["install_cached"], false, "{}", first.show());
+    // The shipped install script fetched the pinned package and its
+    // native binary through cbrun's registry index.
+    let fetched = registry.requests.lock().unwrap().clone();
+    for want in [
+        format!("/claude-code/-/claude-code-{CLAUDE_VERSION}.tgz"),
+        format!("/-/claude-code-linux-{}-{CLAUDE_VERSION}.tgz", linux_arch()),
+    ] {
+        assert!(
+            fetched.iter().any(|p| p.ends_with(&want)),
+            "{want} was not fetched: {fetched:?}\n{}",
+            first.show()
+        );
+    }
     let npm_first = first
         .net_log()
         .iter()
-        .filter(|l| l["index_path"].is_string() || l["host"] == "registry.npmjs.org")
+        .filter(|l| l["index_path"].is_string())
         .count();
     assert!(
         npm_first > 0,
-        "the first install fetched from the registry\n{}",
+        "the first install went through the index\n{}",
         first.show()
     );
 
-    let second = claude_trial(&ctx, "second", &c, &api, &home);
+    let before = registry.count();
+    let second = claude_trial(&ctx, "second", &c, &api, &registry, &home);
     let n2 = api.calls(MODEL) - n1;
     assert_claude_solved(&second, &api, n2, who);
     assert_eq!(second.record["install_cached"], true, "{}", second.show());
+    assert_eq!(
+        registry.count(),
+        before,
+        "the cached trial asked the registry: {:?}",
+        &registry.requests.lock().unwrap()[before..]
+    );
     let npm_second: Vec<Value> = second
         .net_log()
         .into_iter()
@@ -593,8 +809,10 @@ fn real_claude_code(who: Who) {
         second.record["setup_seconds"].as_f64().unwrap(),
     );
     println!(
-        "claude-code setup as {}: first {s1:.2}s (install), second {s2:.2}s (cached)",
-        who.label()
+        "claude-code as {}: setup (install, setup, version probe) first {s1:.2}s, second {s2:.2}s (cached); whole trial first {:.1}s, second {:.1}s",
+        who.label(),
+        first.run.elapsed.as_secs_f64(),
+        second.run.elapsed.as_secs_f64(),
     );
     assert!(
         s2 * 3.0 < s1,
