@@ -197,6 +197,7 @@ fn respond(s: &mut TcpStream, status: u16, ctype: &str, body: &[u8]) {
         401 => "Unauthorized",
         404 => "Not Found",
         429 => "Too Many Requests",
+        500 => "Internal Server Error",
         _ => "Error",
     };
     let _ = write!(
@@ -342,10 +343,10 @@ fn serve(
         return respond(&mut s, 404, "application/json", b"{\"type\":\"error\",\"error\":{\"type\":\"not_found_error\",\"message\":\"no such path\"}}");
     }
     if let Mode::Status(code) = mode {
-        let kind = if *code == 401 {
-            "authentication_error"
-        } else {
-            "rate_limit_error"
+        let kind = match code {
+            401 => "authentication_error",
+            429 => "rate_limit_error",
+            _ => "api_error",
         };
         let body =
             json!({"type": "error", "error": {"type": kind, "message": format!("mock {kind}")}})
@@ -604,34 +605,30 @@ fn claude_trial(
     api: &MockApi,
     registry: &MockRegistry,
     home: &Path,
+    more: &[&str],
 ) -> Trial {
     let allow = format!("127.0.0.1:{}", api.port);
     let base = format!("ANTHROPIC_BASE_URL={}", api.url());
     let env = real_env(home, registry);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    trial(
-        ctx,
-        label,
-        c,
-        "claude-code",
-        &[
-            "--model",
-            &format!("anthropic/{MODEL}"),
-            "--net",
-            "allowlist",
-            "--allow-registries",
-            "--allow",
-            &allow,
-            "--env",
-            &base,
-            "--env",
-            "ANTHROPIC_API_KEY=sk-mock-not-secret",
-            "--solve-timeout",
-            "600",
-        ],
-        &env,
-        REAL_DEADLINE,
-    )
+    let mut args = more.to_vec();
+    let model = format!("anthropic/{MODEL}");
+    args.extend([
+        "--model",
+        &model,
+        "--net",
+        "allowlist",
+        "--allow-registries",
+        "--allow",
+        &allow,
+        "--env",
+        &base,
+        "--env",
+        "ANTHROPIC_API_KEY=sk-mock-not-secret",
+        "--solve-timeout",
+        "600",
+    ]);
+    trial(ctx, label, c, "claude-code", &args, &env, REAL_DEADLINE)
 }
 
 /// `n`: the streamed main-loop calls the mock served during this trial.
@@ -754,7 +751,7 @@ fn real_claude_code(who: Who) {
     let registry = MockRegistry::start(&packs);
     let home = data_home(&ctx, "cbrun-home");
 
-    let first = claude_trial(&ctx, "first", &c, &api, &registry, &home);
+    let first = claude_trial(&ctx, "first", &c, &api, &registry, &home, &[]);
     let n1 = api.calls(MODEL);
     assert_claude_solved(&first, &api, n1, who);
     assert_eq!(first.record["install_cached"], false, "{}", first.show());
@@ -783,7 +780,7 @@ fn real_claude_code(who: Who) {
     );
 
     let before = registry.count();
-    let second = claude_trial(&ctx, "second", &c, &api, &registry, &home);
+    let second = claude_trial(&ctx, "second", &c, &api, &registry, &home, &[]);
     let n2 = api.calls(MODEL) - n1;
     assert_claude_solved(&second, &api, n2, who);
     assert_eq!(second.record["install_cached"], true, "{}", second.show());
@@ -820,6 +817,39 @@ fn real_claude_code(who: Who) {
     );
     // The trial folder no longer holds the 200+ MB install.
     assert!(!second.dir.join("home/.cli/bin").exists());
+
+    // The real CLI against an API that refuses its key, and one that
+    // fails every call (retried once: CLAUDE_CODE_MAX_RETRIES): its own
+    // error events make the trial the infrastructure's failure.
+    for (code, signal, shown) in [
+        (401, "auth", "auth"),
+        (500, "retry_exhausted", "retry_exhausted"),
+    ] {
+        let failing = MockApi::start(Mode::Status(code));
+        let t = claude_trial(
+            &ctx,
+            &format!("s{code}"),
+            &c,
+            &failing,
+            &registry,
+            &home,
+            &["--env", "CLAUDE_CODE_MAX_RETRIES=1"],
+        );
+        let what = format!("real Claude Code, HTTP {code}");
+        println!("{what}: {:.1}s", t.run.elapsed.as_secs_f64());
+        assert_eq!(t.record["install_cached"], true, "{}", t.show());
+        assert!(failing.requests.load(Ordering::SeqCst) >= 1, "{}", t.show());
+        assert_infra(&t, signal, &what);
+        assert!(
+            t.record["infra_signals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["signal"] == shown && s["source"] == "agent_log"),
+            "Claude Code's own api_retry/result events\n{}",
+            t.show()
+        );
+    }
     ctx.assert_clean("real claude-code trials");
 }
 
@@ -836,21 +866,30 @@ fn real_claude_code_solves_against_a_scripted_api_as_a_delegated_user() {
 // ---------------------------------------------------------------------
 // API failures, with a tiny scripted agent.
 
-/// A Python agent that asks the API once and submits only when it gets a
-/// 200 and `SUBMIT_ON_OK` is set; it prints what went wrong as a CLI would.
+/// A Python agent that asks the API once (three times on a 5xx) and never
+/// submits; it prints what went wrong as a CLI would.
 const PY_AGENT: &str = r#"
 import json, os, sys, urllib.request
 base = os.environ["ANTHROPIC_BASE_URL"].rstrip("/")
 req = urllib.request.Request(base + "/v1/messages", data=json.dumps({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}).encode(), headers={"content-type": "application/json", "x-api-key": "k"})
-try:
-    with urllib.request.urlopen(req, timeout=20) as r:
-        print("API ok", r.status, r.read()[:200].decode())
-except urllib.error.HTTPError as e:
-    print(f"API Error: {e.code} {e.read()[:300].decode()}")
-    sys.exit(1)
-except Exception as e:
-    print(f"API Error: {type(e).__name__}: {e}")
-    sys.exit(1)
+for attempt in range(1, 4):
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            print("API ok", r.status, r.read()[:200].decode())
+        break
+    except urllib.error.HTTPError as e:
+        if e.code >= 500:
+            # A server error is retried, then given up on in Codex's words.
+            print(f"attempt {attempt}: server answered {e.code}, retrying")
+            if attempt == 3:
+                print(f"ERROR: exceeded retry limit, last status: {e.code} {e.reason}")
+                sys.exit(1)
+            continue
+        print(f"API Error: {e.code} {e.read()[:300].decode()}")
+        sys.exit(1)
+    except Exception as e:
+        print(f"API Error: {type(e).__name__}: {e}")
+        sys.exit(1)
 "#;
 
 fn py_spec(ctx: &Ctx) -> PathBuf {
@@ -992,6 +1031,19 @@ fn api_failures_are_infrastructure_and_a_working_api_is_not() {
                 "the API was reached through the forward"
             );
         }
+
+        // A server error on every attempt: the CLI gives up retrying.
+        let api = MockApi::start(Mode::Status(500));
+        let t = py_trial(
+            &ctx,
+            "s500",
+            &c,
+            &agent,
+            &api.url(),
+            &format!("127.0.0.1:{}", api.port),
+        );
+        assert_infra(&t, "retry_exhausted", "retries exhausted");
+        assert_eq!(api.requests.load(Ordering::SeqCst), 3, "three attempts");
 
         // A model host whose name does not resolve (through the proxy).
         let t = py_trial(

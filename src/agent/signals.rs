@@ -38,6 +38,8 @@ pub enum Signal {
     RateLimit,
     /// 529, `overloaded_error`, 503.
     Overloaded,
+    /// Another 5xx: the API failed the request.
+    ServerError,
     /// Refused, reset, unreachable.
     Connection,
     /// The API's name did not resolve.
@@ -68,6 +70,7 @@ impl Signal {
             Signal::Auth => "auth",
             Signal::RateLimit => "rate_limit",
             Signal::Overloaded => "overloaded",
+            Signal::ServerError => "server_error",
             Signal::Connection => "connection",
             Signal::Dns => "dns",
             Signal::Timeout => "timeout",
@@ -225,6 +228,16 @@ const PHRASES: &[(Signal, &[&str])] = &[
         ],
     ),
     (
+        Signal::ServerError,
+        &[
+            "internal server error",
+            "502 bad gateway",
+            "status 500",
+            "error: 500",
+            "error 500",
+        ],
+    ),
+    (
         Signal::Dns,
         &[
             "enotfound",
@@ -276,6 +289,7 @@ fn status_signal(code: u64) -> Option<Signal> {
         429 => Some(Signal::RateLimit),
         529 | 503 => Some(Signal::Overloaded),
         408 | 504 => Some(Signal::Timeout),
+        500..=599 => Some(Signal::ServerError),
         _ => None,
     }
 }
@@ -328,9 +342,16 @@ fn event_signals(v: &Value, format: UsageFormat) -> Vec<Signal> {
                     "authentication_failed" => Some(Signal::Auth),
                     "rate_limit" => Some(Signal::RateLimit),
                     "overloaded" | "overloaded_error" => Some(Signal::Overloaded),
+                    "server_error" | "api_error" => Some(Signal::ServerError),
                     _ => None,
                 };
-                out.extend(by_status.or(by_name).or(Some(Signal::Connection)));
+                // Without a status, no answer came back.
+                let no_answer = v.get("error_status").and_then(Value::as_u64).is_none();
+                out.extend(
+                    by_status
+                        .or(by_name)
+                        .or(no_answer.then_some(Signal::Connection)),
+                );
             }
             // The run's end; `is_error` with an API error means the CLI gave up.
             "result" if v.get("is_error").and_then(Value::as_bool) == Some(true) => {
@@ -453,6 +474,10 @@ mod tests {
 {"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":1221,"error_status":429,"error":"rate_limit"}"#;
     const CLAUDE_REFUSED: &str = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":521,"error_status":null,"error":"unknown"}
 {"type":"result","subtype":"success","is_error":true,"api_error_status":null,"result":"API Error: Unable to connect to API (ConnectionRefused)"}"#;
+    /// Against a mock answering 500, with CLAUDE_CODE_MAX_RETRIES=1.
+    const CLAUDE_500: &str = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":616.1,"error_status":500,"error":"server_error","session_id":"s"}
+{"type":"assistant","message":{"id":"x","model":"<synthetic>","role":"assistant","content":[{"type":"text","text":"API Error: 500 mock api_error. This is a server-side issue, usually temporary"}]},"error":"server_error"}
+{"type":"result","subtype":"success","is_error":true,"api_error_status":500,"num_turns":1,"result":"API Error: 500 mock api_error. This is a server-side issue, usually temporary","total_cost_usd":0}"#;
 
     fn kinds(s: &Signals) -> Vec<(Signal, u64)> {
         s.hits.iter().map(|h| (h.signal, h.count)).collect()
@@ -478,6 +503,13 @@ mod tests {
             [(Signal::Connection, 2), (Signal::RetryExhausted, 1)]
         );
         assert!(s.hits[0].example.contains("api_retry"), "{:?}", s.hits);
+        // A server error is no connection failure; giving up on it ends the run.
+        let s = from_agent_log(CLAUDE_500, f);
+        assert_eq!(
+            kinds(&s),
+            [(Signal::ServerError, 2), (Signal::RetryExhausted, 1)]
+        );
+        assert_eq!(s.invalidating(true), Some(Signal::RetryExhausted));
     }
 
     #[test]
