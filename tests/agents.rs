@@ -90,11 +90,12 @@ impl Trial {
             format!("--- {rel} (tail)\n{}", &t[t.floor_char_boundary(start)..])
         };
         format!(
-            "{}\nrecord: {}\n{}\n{}\n{}",
+            "{}\nrecord: {}\n{}\n{}\n{}\n{}",
             self.run.show(),
             serde_json::to_string_pretty(&self.record).unwrap(),
             tail("logs/cbrun/install.log"),
             tail("logs/cbrun/agent.log"),
+            tail("logs/cbrun/agent.outcome.json"),
             tail("logs/cbrun/network.jsonl"),
         )
     }
@@ -1171,11 +1172,13 @@ fn installs_are_cached_read_only_and_a_moving_version_is_not() {
             &env,
             TRIAL_DEADLINE,
         );
-        assert!(
+        assert_eq!(
             t3.run
                 .stderr
-                .contains("version pin 1.2.3 is overridden with `latest`"),
-            "{}",
+                .matches("version pin 1.2.3 is overridden with `latest`")
+                .count(),
+            1,
+            "warned once\n{}",
             t3.show()
         );
         assert!(t3.record["warnings"]
