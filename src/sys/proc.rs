@@ -186,6 +186,24 @@ pub fn set_non_dumpable() -> io::Result<()> {
     cvt(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }).map(|_| ())
 }
 
+/// Gives up root for good: no supplementary groups, `uid:gid` for every id
+/// (real, effective, saved), and `no_new_privs`. For helper processes that
+/// parse what a sandbox sends and need no privilege to do it.
+pub fn drop_to(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: plain system calls on this process's credentials; each result
+    // is checked, and a failure leaves the caller to exit.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setresgid(gid, gid, gid) != 0
+            || libc::setresuid(uid, uid, uid) != 0
+            || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,22 +262,4 @@ mod tests {
             "{status}"
         );
     }
-}
-
-/// Gives up root for good: no supplementary groups, `uid:gid` for every id
-/// (real, effective, saved), and `no_new_privs`. For helper processes that
-/// parse what a sandbox sends and need no privilege to do it.
-pub fn drop_to(uid: u32, gid: u32) -> io::Result<()> {
-    // SAFETY: plain system calls on this process's credentials; each result
-    // is checked, and a failure leaves the caller to exit.
-    unsafe {
-        if libc::setgroups(0, std::ptr::null()) != 0
-            || libc::setresgid(gid, gid, gid) != 0
-            || libc::setresuid(uid, uid, uid) != 0
-            || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
