@@ -30,3 +30,4 @@ pub(crate) mod testing {
         eprintln!("skipped: {what} is not available");
     }
 }
+pub mod usage;

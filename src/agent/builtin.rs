@@ -250,7 +250,35 @@ mod tests {
             for var in &spec.env_passthrough {
                 assert!(!spec.env.contains_key(var), "{name}: {var}");
             }
+            // Every CLI's usage is read, and CA bundles reach its install.
+            assert!(spec.usage_format.is_some(), "{name}");
+            assert!(!spec.transcripts.is_empty(), "{name}");
+            for ca in ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE"] {
+                assert!(spec.env_passthrough.iter().any(|v| v == ca), "{name}: {ca}");
+            }
+            // npm CLIs are pinned to a release and cached; the pin is what
+            // the install script installs.
+            let install = spec.install_script.as_deref().unwrap();
+            if install.contains("npm install") {
+                let v = spec
+                    .version
+                    .as_deref()
+                    .unwrap_or_else(|| panic!("{name} is not pinned"));
+                assert!(crate::agent::cache::pinned(v), "{name}: {v}");
+                assert!(
+                    install.contains("@$CBRUN_AGENT_VERSION\""),
+                    "{name}: {install}"
+                );
+                assert_eq!(spec.install_dir.as_deref(), Some(".cli"), "{name}");
+                assert!(!install.contains("@latest"), "{name}");
+            }
         }
+        let claude = shipped_spec("claude-code").unwrap();
+        assert_eq!(
+            claude.version.as_deref(),
+            Some("2.1.197"),
+            "the last release for node 20"
+        );
     }
 
     /// Each shipped command, run by /bin/sh against a stub CLI: the stub gets
@@ -261,14 +289,17 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let d = scratch("stub");
         let home = d.join("home");
-        let bin = home.join(".local/bin");
         let work = d.join("app");
-        std::fs::create_dir_all(&bin).unwrap();
         std::fs::create_dir_all(&work).unwrap();
-        for cli in ["codex", "claude", "opencode", "cursor-agent"] {
-            let stub = bin.join(cli);
-            std::fs::write(&stub, "#!/bin/sh\npwd\nprintf '<%s>\\n' \"$@\"\nexit 7\n").unwrap();
-            std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // npm installs go to the cached install_dir, Cursor's to ~/.local.
+        for dir in [".local/bin", ".cli/bin"] {
+            let bin = home.join(dir);
+            std::fs::create_dir_all(&bin).unwrap();
+            for cli in ["codex", "claude", "opencode", "cursor-agent"] {
+                let stub = bin.join(cli);
+                std::fs::write(&stub, "#!/bin/sh\npwd\nprintf '<%s>\\n' \"$@\"\nexit 7\n").unwrap();
+                std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
         }
         let instruction = "two\nlines, a 'quote' and $(not run)";
         for (name, spec) in shipped() {
@@ -308,6 +339,45 @@ mod tests {
             };
             assert!(logged.contains(model), "{name}: {logged}");
         }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Codex's setup script turns OPENAI_BASE_URL into a provider of its
+    /// own in ~/.codex/config.toml, and writes none without it.
+    #[test]
+    fn codex_setup_writes_a_provider_for_a_base_url() {
+        let spec = shipped_spec("codex").unwrap();
+        let script = spec.setup_script.clone().unwrap();
+        let d = scratch("codexcfg");
+        let run = |url: Option<&str>| {
+            let mut c = Command::new("/bin/sh");
+            c.args(["-c", &script])
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("HOME", &d);
+            if let Some(u) = url {
+                c.env("OPENAI_BASE_URL", u);
+            }
+            c.output().unwrap()
+        };
+        let cfg = d.join(".codex/config.toml");
+        assert!(run(None).status.success());
+        assert!(!cfg.exists(), "no base URL, no provider");
+        assert!(run(Some("http://127.0.0.1:8080/v1")).status.success());
+        let t: toml::Table = toml::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+        assert_eq!(t["model_provider"].as_str(), Some("cbrun"));
+        let p = &t["model_providers"]["cbrun"];
+        assert_eq!(p["base_url"].as_str(), Some("http://127.0.0.1:8080/v1"));
+        assert_eq!(p["wire_api"].as_str(), Some("responses"));
+        assert_eq!(p["env_key"].as_str(), Some("CODEX_API_KEY"));
+        assert_eq!(p["supports_websockets"].as_bool(), Some(false));
+        // A value that would break out of the TOML string is refused.
+        let out = run(Some("http://x/\"\nmodel_provider = \"evil"));
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("quote"),
+            "{out:?}"
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 

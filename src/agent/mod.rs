@@ -5,11 +5,18 @@
 //! - [`builtin`]: the specs shipped in the binary (`agents/*.toml`) and
 //!   resolving an agent argument (shipped name, spec file, `replay:DIR`, `none`).
 //! - [`instruction`]: the task instruction every agent is given.
+//! - [`cache`]: installed CLIs kept for later trials.
+//! - [`evidence`]: what a run left: usage and cost ([`crate::usage`]),
+//!   infrastructure [`signals`], [`transcripts`].
 
 pub mod builtin;
+pub mod cache;
+pub mod evidence;
 pub mod instruction;
 pub mod render;
+pub mod signals;
 pub mod spec;
+pub mod transcripts;
 
 pub use builtin::{resolve, shipped, shipped_names, shipped_spec, AgentRef, SpecSource};
 pub use instruction::{render_instruction, InstructionFacts};

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::render::parse_template;
+use crate::usage::UsageFormat;
 
 pub const DEFAULT_INSTALL_TIMEOUT_SEC: u64 = 600;
 pub const DEFAULT_SETUP_TIMEOUT_SEC: u64 = 300;
@@ -83,6 +84,27 @@ pub struct AgentSpec {
     /// Fixed variables set for the agent.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The CLI version `install_script` installs, as
+    /// `$CBRUN_AGENT_VERSION` (`--agent-version` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Relative to `home`: the folder `install_script` fills with the CLI.
+    /// It is what the install cache keeps and binds read-only into later
+    /// trials' homes (see [`crate::agent::cache`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_dir: Option<String>,
+    /// The format of the usage the CLI prints into the agent log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_format: Option<UsageFormat>,
+    /// Globs relative to `home` (`*`, `?`, `**`) naming the CLI's session
+    /// transcripts; the record lists what they match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transcripts: Vec<String>,
+    /// Host names of the CLI's model API, besides the hosts of any
+    /// `*_BASE_URL` variable it gets: failed connections to them are
+    /// infrastructure signals.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_hosts: Vec<String>,
 }
 
 fn default_install_timeout() -> u64 {
@@ -111,6 +133,11 @@ pub const FIELDS: &[&str] = &[
     "home",
     "version_command",
     "env",
+    "version",
+    "install_dir",
+    "usage_format",
+    "transcripts",
+    "api_hosts",
 ];
 
 impl AgentSpec {
@@ -192,6 +219,36 @@ impl AgentSpec {
             }
             if v.contains('\0') {
                 return err(&at, "value contains a NUL byte".into());
+            }
+        }
+        if let Some(v) = &self.version {
+            if let Err(r) = check_version(v) {
+                return err("version", r);
+            }
+        }
+        if let Some(d) = &self.install_dir {
+            if let Err(r) = check_relative(d, false) {
+                return err("install_dir", r);
+            }
+            if self.install_script.is_none() {
+                return err("install_dir", "needs an install_script to fill it".into());
+            }
+        }
+        for (i, g) in self.transcripts.iter().enumerate() {
+            if let Err(r) = check_relative(g, true) {
+                return err(&format!("transcripts[{i}]"), r);
+            }
+        }
+        for (i, h) in self.api_hosts.iter().enumerate() {
+            match crate::net::policy::Host::parse(h) {
+                Ok(crate::net::policy::Host::Name(_)) => {}
+                Ok(_) => {
+                    return err(
+                        &format!("api_hosts[{i}]"),
+                        format!("{h:?}: a host name, not an address"),
+                    )
+                }
+                Err(why) => return err(&format!("api_hosts[{i}]"), format!("{h:?}: {why}")),
             }
         }
         Ok(())
@@ -278,6 +335,38 @@ fn check_home(s: &str) -> Result<(), String> {
     }
     if s.trim_end_matches('/').is_empty() {
         return Err("must not be `/`".into());
+    }
+    Ok(())
+}
+
+/// A version pin: `latest`, a tag, or a version number.
+pub(crate) fn check_version(s: &str) -> Result<(), String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+');
+    if s.is_empty() || s.len() > 64 || !s.chars().all(ok) {
+        return Err(format!(
+            "{s:?} is not a version (1-64 of A-Z a-z 0-9 . _ - +)"
+        ));
+    }
+    Ok(())
+}
+
+/// A path relative to the home (globs allowed with `glob`).
+fn check_relative(s: &str, glob: bool) -> Result<(), String> {
+    if s.is_empty() || s.len() > 256 {
+        return Err(format!("{s:?} must be 1-256 characters"));
+    }
+    if s.starts_with('/') {
+        return Err(format!("{s:?} must be relative to the home"));
+    }
+    let allowed = |c: char| is_plain_path(&c.to_string()) || (glob && matches!(c, '*' | '?'));
+    if !s.chars().all(allowed) {
+        return Err(format!(
+            "{s:?} may only hold A-Z a-z 0-9 _ . / + @ % : , = -{}",
+            if glob { " * ?" } else { "" }
+        ));
+    }
+    if s.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err(format!("{s:?} must not have empty, `.` or `..` components"));
     }
     Ok(())
 }
@@ -436,6 +525,31 @@ fn check_fields(m: &Map<String, Value>) -> Result<(), (String, String)> {
         of_type::<u64>(m, key)?;
     }
     of_type::<RunAs>(m, "run_as")?;
+    for key in ["version", "install_dir"] {
+        of_type::<Option<String>>(m, key)?;
+    }
+    of_type::<Option<UsageFormat>>(m, "usage_format")?;
+    for key in ["transcripts", "api_hosts"] {
+        match m.get(key) {
+            None => {}
+            Some(Value::Array(items)) => {
+                for (i, v) in items.iter().enumerate() {
+                    if !v.is_string() {
+                        return Err((
+                            format!("{key}[{i}]"),
+                            format!("expected a string, found {}", kind(v)),
+                        ));
+                    }
+                }
+            }
+            Some(v) => {
+                return Err((
+                    key.into(),
+                    format!("expected a list of strings, found {}", kind(v)),
+                ))
+            }
+        }
+    }
     of_type::<ModelPrefix>(m, "model_prefix")?;
     match m.get("env_passthrough") {
         None => {}
@@ -623,6 +737,47 @@ DEMO_TELEMETRY = "0"
                 "name = \"a\"\ncommand = \"x\"\nsetup_script = \"\"",
                 "setup_script",
             ),
+            (
+                "name = \"a\"\ncommand = \"x\"\nversion = \"1 2\"",
+                "version",
+            ),
+            ("name = \"a\"\ncommand = \"x\"\nversion = 2", "version"),
+            (
+                "name = \"a\"\ncommand = \"x\"\ninstall_script = \"i\"\ninstall_dir = \"../x\"",
+                "install_dir",
+            ),
+            (
+                "name = \"a\"\ncommand = \"x\"\ninstall_script = \"i\"\ninstall_dir = \"/opt/x\"",
+                "install_dir",
+            ),
+            (
+                "name = \"a\"\ncommand = \"x\"\ninstall_dir = \".cli\"",
+                "install_dir",
+            ),
+            (
+                "name = \"a\"\ncommand = \"x\"\nusage_format = \"claude-json\"",
+                "usage_format",
+            ),
+            (
+                "name = \"a\"\ncommand = \"x\"\ntranscripts = [\"/abs/*.jsonl\"]",
+                "transcripts[0]",
+            ),
+            (
+                "name = \"a\"\ncommand = \"x\"\ntranscripts = [\"a/../b\"]",
+                "transcripts[0]",
+            ),
+            (
+                "name = \"a\"\ncommand = \"x\"\ntranscripts = \"a\"",
+                "transcripts",
+            ),
+            (
+                "name = \"a\"\ncommand = \"x\"\napi_hosts = [\"10.0.0.1\"]",
+                "api_hosts[0]",
+            ),
+            (
+                "name = \"a\"\ncommand = \"x\"\napi_hosts = [\"bad host\"]",
+                "api_hosts[0]",
+            ),
         ];
         for (text, field) in cases {
             let e = parse(text, Format::Toml, "agents/x.toml").unwrap_err();
@@ -634,6 +789,34 @@ DEMO_TELEMETRY = "0"
             );
             assert!(!line.contains('\n'), "{line}");
         }
+    }
+
+    #[test]
+    fn new_fields_parse_and_keep_old_hashes() {
+        let base = "name = \"a\"\ncommand = \"x\"\n";
+        let old = parse(base, Format::Toml, "a.toml").unwrap();
+        // Fields left out are not serialised: a spec written before they
+        // existed keeps its hash.
+        let json = serde_json::to_string(&old).unwrap();
+        for f in [
+            "version",
+            "install_dir",
+            "usage_format",
+            "transcripts",
+            "api_hosts",
+        ] {
+            assert!(!json.contains(&format!("\"{f}\":")), "{json}");
+        }
+        let full = format!(
+            "{base}install_script = \"i\"\nversion = \"2.1.197\"\ninstall_dir = \".cli\"\nusage_format = \"codex-json\"\ntranscripts = [\".codex/sessions/**/*.jsonl\"]\napi_hosts = [\"api.openai.com\"]\n"
+        );
+        let s = parse(&full, Format::Toml, "a.toml").unwrap();
+        assert_eq!(s.version.as_deref(), Some("2.1.197"));
+        assert_eq!(s.install_dir.as_deref(), Some(".cli"));
+        assert_eq!(s.usage_format, Some(UsageFormat::CodexJson));
+        assert_eq!(s.transcripts, [".codex/sessions/**/*.jsonl"]);
+        assert_eq!(s.api_hosts, ["api.openai.com"]);
+        assert_ne!(s.hash(), old.hash());
     }
 
     #[test]

@@ -7,11 +7,16 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use cbrun::agent::builtin::{self, AgentRef};
+use cbrun::agent::cache::InstallCache;
+use cbrun::agent::render::needs_model;
 use cbrun::net::policy::EgressPolicy;
 use cbrun::sandbox::run::HostView;
 use cbrun::trial;
 use cbrun::trial::layout::TrialDir;
-use cbrun::trial::solve::{run_solve, Egress, SolveOptions, DEFAULT_SOLVE_BUDGET, DEFAULT_STALL};
+use cbrun::trial::solve::{
+    run_solve, AgentRunOptions, Egress, SolveOptions, DEFAULT_SOLVE_BUDGET, DEFAULT_STALL,
+};
+use cbrun::usage::PriceTable;
 
 use super::exit::ExitStatus;
 use super::limits::{LimitArgs, Root};
@@ -46,11 +51,94 @@ pub struct SolveArgs {
     /// Resolve HOST to IP in the proxy instead of DNS.
     #[arg(long = "resolve", value_name = "HOST=IP")]
     resolve: Vec<String>,
+    /// Set a variable in the agent's sandboxes (its name is recorded, not its value).
+    #[arg(long = "env", value_name = "K=V")]
+    env: Vec<String>,
+    /// Forward a variable from cbrun's environment to the agent's sandboxes, when set.
+    #[arg(long = "env-pass", value_name = "NAME")]
+    env_pass: Vec<String>,
+    /// Install this version of the agent's CLI instead of its spec's pin (`latest` is not cached).
+    #[arg(long, value_name = "VERSION")]
+    agent_version: Option<String>,
+    /// Price table for cost_usd (default: $CBRUN_PRICING, else the built-in table).
+    #[arg(long, value_name = "FILE")]
+    pricing: Option<PathBuf>,
+    /// Install the agent afresh: neither use nor fill the install cache.
+    #[arg(long)]
+    fresh_install: bool,
     /// The trial folder (must not exist); default ./cbrun-trials/<case>-<time>-<pid>.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
+}
+
+/// A variable name for `--env`/`--env-pass`.
+fn env_name(flag: &str, name: &str) -> Result<()> {
+    let mut chars = name.chars();
+    let ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !ok {
+        bail!("{flag} {name}: not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    }
+    if name == "HOME" {
+        bail!("{flag} HOME: the agent's home is its spec's `home`");
+    }
+    Ok(())
+}
+
+/// `--env`, `--env-pass`, `--agent-version`, `--pricing`, the install cache.
+fn agent_run_options(a: &SolveArgs, agent: &AgentRef) -> Result<AgentRunOptions> {
+    let mut env = Vec::new();
+    for kv in &a.env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--env {kv}: expected K=V"))?;
+        env_name("--env", k)?;
+        if v.contains('\0') {
+            bail!("--env {k}: the value holds a NUL byte");
+        }
+        env.push((k.to_owned(), v.to_owned()));
+    }
+    for n in &a.env_pass {
+        env_name("--env-pass", n)?;
+    }
+    if let Some(v) = &a.agent_version {
+        if !v
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'))
+            || v.is_empty()
+            || v.len() > 64
+        {
+            bail!("--agent-version {v:?}: not a version (1-64 of A-Z a-z 0-9 . _ - +)");
+        }
+    }
+    let is_spec = matches!(agent, AgentRef::Spec(..));
+    let pricing = if is_spec {
+        Some(PriceTable::resolve(a.pricing.as_deref())?)
+    } else {
+        None
+    };
+    let install_cache = if is_spec && !a.fresh_install {
+        match InstallCache::default_location() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                super::messages::warning(format_args!("agent installs are not cached: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok(AgentRunOptions {
+        env,
+        env_pass: a.env_pass.clone(),
+        version: a.agent_version.clone(),
+        pricing,
+        install_cache,
+    })
 }
 
 /// The solve phase's options from the command line, checked.
@@ -61,6 +149,15 @@ pub fn solve_options(a: &SolveArgs, root: &Root) -> Result<SolveOptions> {
             std::fs::canonicalize(d).with_context(|| format!("--agent replay:{}", d.display()))?;
         agent = AgentRef::Replay(d);
     }
+    if let AgentRef::Spec(spec, _) = &agent {
+        if a.model.is_none() && needs_model(spec) {
+            bail!(
+                "--agent {}: its command passes a model ({{model_quoted}}): give --model",
+                a.agent
+            );
+        }
+    }
+    let agent_run = agent_run_options(a, &agent)?;
     let egress = match a.net.as_str() {
         "none" => {
             if !a.allow.is_empty() || a.allow_registries || !a.resolve.is_empty() {
@@ -68,11 +165,13 @@ pub fn solve_options(a: &SolveArgs, root: &Root) -> Result<SolveOptions> {
             }
             Egress::None
         }
-        "allowlist" => Egress::Allowlist(EgressPolicy::parse(
-            &a.allow,
-            a.allow_registries,
-            &a.resolve,
-        )?),
+        "allowlist" => {
+            let p = EgressPolicy::parse(&a.allow, a.allow_registries, &a.resolve)?;
+            // A loopback entry the proxy's own address would shadow is
+            // refused before anything runs.
+            cbrun::trial::egress::forwards(&p).map_err(anyhow::Error::msg)?;
+            Egress::Allowlist(p)
+        }
         other => bail!("--net: {other:?}: expected `none` or `allowlist`"),
     };
     Ok(SolveOptions {
@@ -84,6 +183,7 @@ pub fn solve_options(a: &SolveArgs, root: &Root) -> Result<SolveOptions> {
         limits: a.limits.limits()?,
         rootfs: root.rootfs.clone(),
         image_env: root.env.clone(),
+        agent_run,
     })
 }
 
@@ -92,6 +192,9 @@ pub fn exec(a: SolveArgs) -> Result<ExitStatus> {
     let host = HostView::detect();
     let root = a.limits.root(&host)?;
     let opts = solve_options(&a, &root)?;
+    for w in cbrun::trial::solve::solve_warnings(&opts) {
+        super::messages::warning(w);
+    }
     let out = a
         .out
         .clone()

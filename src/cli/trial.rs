@@ -96,6 +96,9 @@ pub fn exec(a: TrialArgs) -> Result<ExitStatus> {
             return Ok(status);
         }
     };
+    for w in cbrun::trial::solve::solve_warnings(&opts.solve) {
+        messages::warning(w);
+    }
     let out = a
         .solve
         .out

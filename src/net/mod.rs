@@ -13,6 +13,7 @@
 //! both share.
 
 pub mod addr;
+pub mod forward;
 pub mod hosts;
 pub mod http;
 pub mod index;

@@ -585,7 +585,7 @@ fn pump(from: &TcpStream, to: &TcpStream, counter: &AtomicU64) -> Option<io::Err
 
 /// Relays between client and upstream after writing `first_up` upstream.
 /// Returns (bytes up, bytes down, first error worth logging).
-fn relay(
+pub(crate) fn relay(
     client: &TcpStream,
     upstream: &TcpStream,
     first_up: &[u8],

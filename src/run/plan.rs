@@ -30,7 +30,9 @@ use crate::trial::clock;
 use crate::trial::judge::JudgeOptions;
 use crate::trial::phase::PhaseLimits;
 use crate::trial::provenance;
-use crate::trial::solve::{Egress, SolveOptions, DEFAULT_SOLVE_BUDGET, DEFAULT_STALL};
+use crate::trial::solve::{
+    AgentRunOptions, Egress, SolveOptions, DEFAULT_SOLVE_BUDGET, DEFAULT_STALL,
+};
 use crate::trial::TrialOptions;
 
 /// The resolved plan's name in the run folder.
@@ -492,9 +494,13 @@ impl ConfigEntry {
             positive_secs(v)
                 .ok_or_else(|| at(field, &format!("{v}: must be a positive number of seconds")))
         };
+        let agent = self.agent()?;
+        let agent_run = AgentRunOptions::defaults_for(&agent)
+            .map_err(|e| err(format!("config {}: {e}", self.name)))?;
         Ok(TrialOptions {
             solve: SolveOptions {
-                agent: self.agent()?,
+                agent,
+                agent_run,
                 model: self.model.clone(),
                 budget: secs("solve_timeout", self.solve_timeout)?,
                 stall: secs("stall_timeout", self.stall_timeout)?,

@@ -113,22 +113,40 @@ pub fn prepare(
             if !dir.is_dir() {
                 return Err(RootfsError::Missing(dir));
             }
+            // DIR is read-only and never written, not even for mount
+            // points: they go to an overlay's upper layer in the run
+            // directory, and the merged `/` is mounted read-only.
+            let scaffold = super::config::ImageRoot {
+                lower: dir.clone(),
+                upper: None,
+                label: dir.display().to_string(),
+            };
+            if let Ok(mut root) = image_root(&scaffold, run_dir, resolved.clone()) {
+                if root.overlay.is_some() {
+                    root.writable = false;
+                    return Ok(root);
+                }
+            }
+            // No overlayfs: DIR must hold every mount point already.
+            let missing = |point: String| {
+                RootfsError::MountPoint {
+                dir: dir.clone(),
+                point,
+                source: io::Error::other(
+                    "cbrun never writes into a --rootfs directory, and overlayfs is not available here to add it",
+                ),
+            }
+            };
             for p in BASE_DIRS {
-                let point = dir.join(p);
-                if !point.exists() {
-                    fs::create_dir(&point).map_err(|source| RootfsError::MountPoint {
-                        dir: dir.clone(),
-                        point: format!("/{p}"),
-                        source,
-                    })?;
+                if fs::symlink_metadata(dir.join(p)).is_err() {
+                    return Err(missing(format!("/{p}")));
                 }
             }
             for b in &resolved {
-                make_mount_point(&dir, b).map_err(|source| RootfsError::MountPoint {
-                    dir: dir.clone(),
-                    point: b.dst.display().to_string(),
-                    source,
-                })?;
+                let rel = b.dst.strip_prefix("/").unwrap_or(&b.dst);
+                if fs::symlink_metadata(dir.join(rel)).is_err() {
+                    return Err(missing(b.dst.display().to_string()));
+                }
             }
             Ok(PreparedRoot {
                 path: dir,

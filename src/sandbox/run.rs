@@ -184,6 +184,17 @@ pub trait RunHooks {
 pub struct NoHooks;
 impl RunHooks for NoHooks {}
 
+/// Whether this process has not printed `warning` yet: a trial or a
+/// validation runs many sandboxes on one host, whose limits warnings are
+/// all the same (the outcomes still hold each one).
+fn first_time(warning: &str) -> bool {
+    static SEEN: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    SEEN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(warning.to_owned())
+}
+
 /// Run one sandbox to completion and tear it down.
 pub fn run(cfg: &SandboxConfig, host: &HostView) -> Result<Outcome, RunError> {
     run_with(cfg, host, &mut NoHooks)
@@ -517,7 +528,7 @@ fn run_in(
             warnings.push(problem);
         }
     }
-    for w in warnings.iter() {
+    for w in warnings.iter().filter(|w| first_time(w)) {
         eprintln!("cbrun: warning: {w}");
     }
 

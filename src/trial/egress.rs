@@ -1,6 +1,8 @@
 //! `--net allowlist`: cbrun's proxy, outside the sandbox, listening on
 //! 127.0.0.1:3128 *inside* the sandbox's network namespace, with the
-//! registry index at the same address (`/pypi/simple/`, `/npm/`).
+//! registry index at the same address (`/pypi/simple/`, `/npm/`), and a
+//! loopback forward ([`crate::net::forward`]) for each `--allow` entry
+//! naming a loopback address and port.
 //!
 //! The proxy runs in a forked child so that cbrun itself stays
 //! single-threaded (libcontainer forks from it); the child may use threads.
@@ -23,6 +25,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, pipe, read, ForkResult, Pid};
 
+use crate::net::forward::{self, ForwardSpec};
 use crate::net::index::upstream::Upstreams;
 use crate::net::index::{Index, IndexLimits};
 use crate::net::log::ConnLog;
@@ -86,6 +89,14 @@ impl Egress {
     }
 }
 
+/// The loopback forwards `policy` asks for, and warnings about loopback
+/// entries that get none; an entry naming the proxy's own address is an
+/// error.
+pub fn forwards(policy: &EgressPolicy) -> Result<(Vec<ForwardSpec>, Vec<String>), String> {
+    let proxy: SocketAddr = PROXY_ADDR.parse().map_err(|e| format!("{e}"))?;
+    forward::forwards_for(policy, proxy)
+}
+
 /// A running proxy child; stopped (and reaped) when dropped.
 pub struct ProxyChild {
     pid: Pid,
@@ -107,6 +118,20 @@ pub fn start(init: Pid, policy: &EgressPolicy, log: &Path) -> Result<ProxyChild,
     // user namespace is joined first (in a short-lived child).
     let listener = listen_in_userns_netns(&userns, &netns, addr)
         .map_err(|e| format!("proxy listener in {}: {e}", netns.display()))?;
+    let mut fwd_listeners = Vec::new();
+    for f in forwards(policy)?.0 {
+        match listen_in_userns_netns(&userns, &netns, f.listen) {
+            Ok(l) => fwd_listeners.push((l, f.target)),
+            Err(_) if f.optional => {}
+            Err(e) => {
+                return Err(format!(
+                    "loopback forward {} in {}: {e}",
+                    f.listen,
+                    netns.display()
+                ))
+            }
+        }
+    }
     let (stop_r, stop_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
     // SAFETY: cbrun is single-threaded here, so the child may allocate and start threads freely.
     match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
@@ -115,12 +140,13 @@ pub fn start(init: Pid, policy: &EgressPolicy, log: &Path) -> Result<ProxyChild,
             let proxy = Proxy::new(policy.clone(), ConnLog::disabled())
                 .with_resolver(resolver)
                 .with_index(Index::new(upstreams, IndexLimits::default()));
-            let code = child_main(listener, proxy, log, stop_r);
+            let code = child_main(listener, fwd_listeners, proxy, log, stop_r);
             unsafe { libc::_exit(code) }
         }
         ForkResult::Parent { child } => {
             drop(stop_r);
             drop(listener);
+            drop(fwd_listeners);
             Ok(ProxyChild {
                 pid: child,
                 stop: Some(stop_w),
@@ -129,7 +155,13 @@ pub fn start(init: Pid, policy: &EgressPolicy, log: &Path) -> Result<ProxyChild,
     }
 }
 
-fn child_main(listener: TcpListener, proxy: Proxy, log: &Path, stop_r: OwnedFd) -> i32 {
+fn child_main(
+    listener: TcpListener,
+    forwards: Vec<(TcpListener, SocketAddr)>,
+    proxy: Proxy,
+    log: &Path,
+    stop_r: OwnedFd,
+) -> i32 {
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
         libc::prctl(libc::PR_SET_NAME, c"cbrun-proxy".as_ptr());
@@ -144,18 +176,36 @@ fn child_main(listener: TcpListener, proxy: Proxy, log: &Path, stop_r: OwnedFd) 
     // The proxy parses what the sandbox sends: it keeps nothing of cbrun's
     // (state file, cgroup directories, signalfd) and, when cbrun is root,
     // runs as nobody. Its sockets, the log and the stop pipe are all it
-    // needs; upstream connections and CA files are opened afresh.
+    // needs; upstream connections and CA files are opened afresh. A
+    // forward needs no privilege either: it connects to the host's
+    // loopback.
     let mut keep = vec![listener.as_raw_fd(), stop_r.as_raw_fd()];
+    keep.extend(forwards.iter().map(|(l, _)| l.as_raw_fd()));
     keep.extend(log.raw_fd());
     let pairs: Vec<(i32, i32)> = keep.iter().map(|fd| (*fd, *fd)).collect();
     if let Err(e) = crate::sys::fd::keep_only(&pairs) {
         eprintln!("cbrun: proxy: closing cbrun's descriptors: {e}");
         return 1;
     }
-    if nix::unistd::geteuid().is_root() {
+    if crate::host::userns::is_real_root() {
         if let Err(e) = crate::sys::proc::drop_to(NOBODY, NOBODY) {
             eprintln!("cbrun: proxy: dropping root: {e}");
             return 1;
+        }
+    } else if nix::unistd::geteuid().is_root() {
+        // A rootless cbrun is "root" of its own user namespace, where only
+        // its caller is mapped: there is no other user to become, so it
+        // gives up the namespace's capabilities instead.
+        for set in [
+            caps::CapSet::Ambient,
+            caps::CapSet::Inheritable,
+            caps::CapSet::Effective,
+            caps::CapSet::Permitted,
+        ] {
+            if let Err(e) = caps::clear(None, set) {
+                eprintln!("cbrun: proxy: dropping capabilities: {e}");
+                return 1;
+            }
         }
     }
     let shutdown = Arc::new(AtomicBool::new(false));
@@ -170,12 +220,23 @@ fn child_main(listener: TcpListener, proxy: Proxy, log: &Path, stop_r: OwnedFd) 
         }
         flag.store(true, Ordering::SeqCst);
     });
-    match proxy.with_log(log).run(listener, &shutdown) {
-        Ok(()) => 0,
-        Err(e) => {
+    let fwd_log = log.clone();
+    let fwd_stop = shutdown.clone();
+    let fwd = (!forwards.is_empty())
+        .then(|| std::thread::spawn(move || forward::serve(forwards, fwd_log, &fwd_stop)));
+    let result = proxy.with_log(log).run(listener, &shutdown);
+    shutdown.store(true, Ordering::SeqCst);
+    let fwd_result = fwd.map(|t| t.join());
+    match (result, fwd_result) {
+        (Err(e), _) => {
             eprintln!("cbrun: proxy: {e}");
             1
         }
+        (Ok(()), Some(Ok(Err(e)))) => {
+            eprintln!("cbrun: proxy: loopback forward: {e}");
+            1
+        }
+        _ => 0,
     }
 }
 

@@ -262,10 +262,44 @@ fn fill_solve(rec: &mut TrialRecord, s: &SolveReport) {
     rec.denylist_fix_attempts = s.denylist_fix_attempts;
     rec.env_keys = s.env_keys.clone();
     rec.warnings.extend(s.warnings.iter().cloned());
+    fill_agent_evidence(rec, s);
     if let Some(l) = &s.limits {
         rec.limits
             .insert("solve", serde_json::to_value(l).unwrap_or_default());
     }
+}
+
+/// Setup time, install cache, usage and cost, signals, transcripts.
+fn fill_agent_evidence(rec: &mut TrialRecord, s: &SolveReport) {
+    rec.setup_seconds = s.setup_seconds;
+    rec.install_cached = s.install_cached;
+    let Some(ev) = &s.evidence else { return };
+    if let Some(u) = &ev.usage {
+        rec.token_usage = Some(u.total);
+        rec.cli_cost_usd = u.cli_cost_usd;
+        rec.usage = Some(serde_json::json!({
+            "format": u.format,
+            "complete": u.complete,
+            "by_model": u.by_model,
+            "sources": u.sources,
+        }));
+    }
+    if let Some(c) = &ev.cost {
+        rec.cost_usd = c.cost_usd;
+        rec.cost_source = c.cost_source.clone();
+        rec.unpriced_models = c.unpriced_models.clone();
+    }
+    rec.infra_signals = ev.signals.clone();
+    rec.transcripts = ev.transcripts.clone();
+}
+
+/// A run without a submission whose model API failed is the
+/// infrastructure's failure, not the agent's.
+fn api_failure(s: &SolveReport) -> Option<String> {
+    let ev = s.evidence.as_ref()?;
+    ev.signals
+        .invalidating(ev.model_reached())
+        .map(|sig| format!("infra:{}", sig.name()))
 }
 
 fn finish(
@@ -290,6 +324,16 @@ fn finish(
             )
         }
         (SolveEnd::Interrupted, _) => (Interrupted, Infrastructure),
+        (SolveEnd::Timeout | SolveEnd::NotSubmitted, _) if api_failure(s).is_some() => {
+            rec.run_valid = false;
+            rec.invalid_reason = api_failure(s);
+            let status = if s.end == SolveEnd::Timeout {
+                Timeout
+            } else {
+                NotSubmitted
+            };
+            (status, Infrastructure)
+        }
         (SolveEnd::Timeout, _) => (Timeout, Implementation),
         (SolveEnd::NotSubmitted, _) => (NotSubmitted, Implementation),
         (SolveEnd::Submitted, None) => (Completed, Implementation),
@@ -339,6 +383,10 @@ fn finish(
             Interrupted => "interrupted".to_owned(),
             Error => format!("error: {}", rec.error.clone().unwrap_or_default()),
         };
+        let reason = match &rec.invalid_reason {
+            Some(why) => format!("{reason} ({why}: the model API failed)"),
+            None => reason,
+        };
         let _ = dir.write("logs/verifier/reward.txt", b"0\n");
         let _ = dir.write_json(
             "logs/verifier/reward.json",
@@ -374,7 +422,15 @@ fn link_files(rec: &mut TrialRecord, dir: &TrialDir) {
         ("reward", "logs/verifier/reward.txt"),
         ("reward_json", "logs/verifier/reward.json"),
         ("final_report", "logs/verifier/final_report.json"),
+        ("install_outcome", "logs/cbrun/install.outcome.json"),
     ] {
         rec.link(dir, key, rel);
     }
+    if let Some(t) = rec.transcripts.first().cloned() {
+        rec.files.insert("transcript", t);
+    }
+    // One line per distinct warning (every sandbox of a trial reports the
+    // same host limits).
+    let mut seen = std::collections::BTreeSet::new();
+    rec.warnings.retain(|w| seen.insert(w.clone()));
 }

@@ -85,16 +85,6 @@ impl TrialPhase {
     }
 }
 
-/// Tokens an agent reported using; any count may be unknown.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    pub input: Option<u64>,
-    pub output: Option<u64>,
-    pub cache_read: Option<u64>,
-    pub cache_write: Option<u64>,
-    pub reasoning: Option<u64>,
-}
-
 /// Which run, configuration, repeat and attempt a trial belongs to, when
 /// `cbrun run` ran it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,12 +162,30 @@ pub struct TrialRecord {
     pub failed_phase: Option<TrialPhase>,
     /// SHA-256 of every case file used (public, source, hidden tests).
     pub provenance: Option<Provenance>,
-    /// Filled by agents that report usage; null otherwise.
-    pub token_usage: Option<TokenUsage>,
-    /// From a pricing table; null when unknown (never 0 for unknown).
+    /// For a cacheable agent install: whether it came from the cache.
+    pub install_cached: Option<bool>,
+    /// What the agent's CLI reported (see [`crate::usage`]); null when it
+    /// reports none.
+    pub token_usage: Option<crate::usage::Tokens>,
+    /// By the price table; null when a model has no price.
     pub cost_usd: Option<f64>,
-    /// `pricing-table:<date>`, `cli-estimate`, or null.
+    /// `pricing-table:<date>`, or null.
     pub cost_source: Option<String>,
+    /// The CLI's own estimate, when it prints one.
+    pub cli_cost_usd: Option<f64>,
+    pub unpriced_models: Vec<String>,
+    /// Usage per model, its format, the logs read, whether each ended
+    /// with the CLI's summary.
+    pub usage: Option<serde_json::Value>,
+    /// Signs that the model API failed (see [`crate::agent::signals`]).
+    pub infra_signals: crate::agent::signals::Signals,
+    /// False when the 0 says nothing about the agent: it did not submit
+    /// and the model API failed.
+    pub run_valid: bool,
+    /// `infra:<signal>` when `run_valid` is false.
+    pub invalid_reason: Option<String>,
+    /// The agent's session transcripts, relative to the trial folder.
+    pub transcripts: Vec<String>,
 }
 
 impl TrialRecord {
@@ -238,9 +246,17 @@ impl TrialRecord {
             pipeline_status: PipelineStatus::Error,
             failed_phase: Some(TrialPhase::Solve),
             provenance: None,
+            install_cached: None,
             token_usage: None,
             cost_usd: None,
             cost_source: None,
+            cli_cost_usd: None,
+            unpriced_models: Vec::new(),
+            usage: None,
+            infra_signals: Default::default(),
+            run_valid: true,
+            invalid_reason: None,
+            transcripts: Vec::new(),
         }
     }
 

@@ -12,6 +12,8 @@ use nix::unistd::Pid;
 use serde::Serialize;
 
 use crate::agent::builtin::{self, AgentRef};
+use crate::agent::cache::{self as agent_cache, CacheKey, InstallCache};
+use crate::agent::evidence::{self, Evidence};
 use crate::agent::instruction::{render_instruction, InstructionFacts};
 use crate::agent::render::{render_command, RenderInputs};
 use crate::agent::spec::{AgentSpec, RunAs};
@@ -57,6 +59,57 @@ pub struct SolveOptions {
     pub rootfs: RootfsSource,
     /// The image's `Env`, when the rootfs is an image.
     pub image_env: Vec<(String, String)>,
+    /// What spec agents get besides their spec.
+    pub agent_run: AgentRunOptions,
+}
+
+/// Options for spec agents that come from the command line, not the spec.
+#[derive(Debug, Clone, Default)]
+pub struct AgentRunOptions {
+    /// `--env K=V`: set in every agent sandbox (names are recorded).
+    pub env: Vec<(String, String)>,
+    /// `--env-pass NAME`: forwarded from cbrun's environment when set.
+    pub env_pass: Vec<String>,
+    /// `--agent-version`: replaces the spec's `version` pin.
+    pub version: Option<String>,
+    /// Prices for `cost_usd`; `None`: no cost is computed.
+    pub pricing: Option<crate::usage::PriceTable>,
+    /// Where installs are cached; `None`: every trial installs afresh.
+    pub install_cache: Option<InstallCache>,
+}
+
+impl AgentRunOptions {
+    /// What a spec agent of a run gets without flags: the price table
+    /// (`CBRUN_PRICING`, else the shipped one) and the shared install cache;
+    /// nothing for replays and `none`. Why either is missing is returned.
+    pub fn defaults_for(agent: &AgentRef) -> Result<AgentRunOptions, String> {
+        if !matches!(agent, AgentRef::Spec(..)) {
+            return Ok(AgentRunOptions::default());
+        }
+        let pricing = crate::usage::PriceTable::resolve(None).map_err(|e| e.to_string())?;
+        Ok(AgentRunOptions {
+            pricing: Some(pricing),
+            install_cache: InstallCache::default_location().ok(),
+            ..AgentRunOptions::default()
+        })
+    }
+}
+
+/// The version a spec agent installs: `--agent-version`, else its pin.
+pub fn effective_version<'a>(spec: &'a AgentSpec, opts: &'a AgentRunOptions) -> Option<&'a str> {
+    opts.version.as_deref().or(spec.version.as_deref())
+}
+
+/// The warning for a pin replaced by a moving version.
+pub fn version_warning(spec: &AgentSpec, opts: &AgentRunOptions) -> Option<String> {
+    let pin = spec.version.as_deref()?;
+    let v = opts.version.as_deref()?;
+    (!agent_cache::pinned(v) && agent_cache::pinned(pin)).then(|| {
+        format!(
+            "agent {}: its version pin {pin} is overridden with `{v}`: the install is not reproducible, is not cached, and npm may resolve `{v}` to an older release on this node",
+            spec.name
+        )
+    })
 }
 
 /// How the solve phase ended.
@@ -100,6 +153,17 @@ pub struct SolveReport {
     pub limits: Option<crate::sandbox::outcome::Limits>,
     pub warnings: Vec<String>,
     pub cli_version: Option<String>,
+    /// `Some` for a cacheable spec: whether its install came from the cache.
+    pub install_cached: Option<bool>,
+    /// Usage, cost, infrastructure signals and transcripts of a spec agent.
+    pub evidence: Option<Evidence>,
+    /// Where the agent's records in the connection log start.
+    #[serde(skip)]
+    net_from: Option<u64>,
+    /// The agent's `*_BASE_URL` variables (model hosts), never recorded:
+    /// a URL may carry credentials.
+    #[serde(skip)]
+    base_urls: Vec<(String, String)>,
 }
 
 impl SolveReport {
@@ -123,6 +187,10 @@ impl SolveReport {
             limits: None,
             warnings: Vec::new(),
             cli_version: None,
+            install_cached: None,
+            evidence: None,
+            net_from: None,
+            base_urls: Vec::new(),
         }
     }
 
@@ -166,6 +234,7 @@ pub fn run_solve_with(
         egress,
         ..opts.clone()
     };
+    report.warnings.extend(solve_warnings(opts));
     let owner = match &opts.agent {
         AgentRef::Spec(spec, _) => phase::sandbox_owner(host, identity(spec)),
         _ => None,
@@ -197,6 +266,9 @@ pub fn run_solve_with(
     if report.end == SolveEnd::Submitted {
         scan_and_maybe_fix(&mut run, &mut report);
     }
+    if let AgentRef::Spec(spec, _) = &opts.agent {
+        gather_evidence(&run, spec, &mut report);
+    }
     report.seconds = (started.elapsed().as_secs_f64() - report.setup_seconds).max(0.0);
     report
 }
@@ -212,6 +284,33 @@ pub fn first_phase(agent: &AgentRef) -> TrialPhase {
 
 fn has_script(s: &Option<String>) -> bool {
     s.as_deref().is_some_and(|s| !s.trim().is_empty())
+}
+
+fn gather_evidence(run: &Run, spec: &AgentSpec, report: &mut SolveReport) {
+    let info = evidence::RunInfo {
+        spec,
+        logs: &["agent.log", "agent.fix.log"],
+        net_from: report.net_from,
+        base_urls: &report.base_urls,
+        model: run.opts.model.as_deref(),
+        pricing: run.opts.agent_run.pricing.as_ref(),
+    };
+    report.evidence = Some(evidence::gather(run.dir, &info));
+}
+
+/// Warnings about the options themselves: a replaced version pin, loopback
+/// entries that get no forward.
+pub fn solve_warnings(opts: &SolveOptions) -> Vec<String> {
+    let mut w = Vec::new();
+    if let AgentRef::Spec(spec, _) = &opts.agent {
+        w.extend(version_warning(spec, &opts.agent_run));
+    }
+    if let Egress::Allowlist(p) = &opts.egress {
+        if let Ok((_, fw)) = egress::forwards(p) {
+            w.extend(fw);
+        }
+    }
+    w
 }
 
 fn prepare_dirs(dir: &TrialDir, owner: Option<Ownership>, replay: bool) -> std::io::Result<()> {
@@ -459,19 +558,21 @@ fn run_agent(
             home: &home,
         },
     )
-    .map_err(|e| (format!("agent {}: {e}", spec.name), true))?;
+    .map_err(|e| (e.to_string(), true))?;
 
-    let base = solve_config(case, dir, opts, spec, inputs, report)
+    let mut base = solve_config(case, dir, opts, spec, inputs, report)
         .map_err(|e| (format!("solve sandbox: {e}"), true))?;
 
     if fix.is_none() {
         let setup_started = Instant::now();
-        let setup = run_setup(run, spec, &base, report);
+        let setup = run_setup(run, spec, &mut base, &home, report);
         report.setup_seconds += setup_started.elapsed().as_secs_f64();
         setup?;
         if report.end == SolveEnd::Interrupted {
             return Ok(());
         }
+        report.net_from =
+            matches!(opts.egress, Egress::Allowlist(_)).then(|| evidence::network_mark(dir));
     }
     if !run.begin(phase_of(fix), report) {
         return Ok(());
@@ -537,10 +638,21 @@ fn run_agent(
 fn run_setup(
     run: &mut Run,
     spec: &AgentSpec,
-    base: &SandboxConfig,
+    base: &mut SandboxConfig,
+    home: &str,
     report: &mut SolveReport,
 ) -> Result<(), (String, bool)> {
     let (dir, opts, host) = (run.dir, run.opts, run.host);
+    // A pinned install found in the cache is bound read-only instead of run.
+    let cache = cache_plan(opts, spec);
+    if let Some((c, key, install_dir)) = &cache {
+        report.install_cached = Some(false);
+        if let Some(tree) = c.lookup(key) {
+            mount_cached(dir, base, home, install_dir, &tree)
+                .map_err(|e| (format!("agent install cache: {e}"), true))?;
+            report.install_cached = Some(true);
+        }
+    }
     for (what, phase, script, secs) in [
         (
             "install",
@@ -558,9 +670,19 @@ fn run_setup(
         let Some(script) = script.as_deref().filter(|s| !s.trim().is_empty()) else {
             continue;
         };
+        if what == "install" && report.install_cached == Some(true) {
+            let key = cache.as_ref().map(|(_, k, _)| k.hex.as_str()).unwrap_or("");
+            let _ = dir.write(
+                "logs/cbrun/install.log",
+                format!("cbrun: install: cached ({key}); the install script did not run\n")
+                    .as_bytes(),
+            );
+            continue;
+        }
         if !run.begin(phase, report) {
             return Ok(());
         }
+        let step_started = Instant::now();
         let log = dir.logs_cbrun().join(format!("{what}.log"));
         let mut cfg = base.clone();
         cfg.command = vec!["/bin/sh".into(), "-c".into(), script.to_owned()];
@@ -583,6 +705,21 @@ fn run_setup(
                 ),
                 true,
             ));
+        }
+        if what == "install" {
+            if let Some((c, key, install_dir)) = &cache {
+                let secs = step_started.elapsed().as_secs_f64();
+                let stored = c
+                    .store(key, &dir.home().join(install_dir), install_dir, secs)
+                    .map_err(|e| e.to_string())
+                    .and_then(|tree| mount_cached(dir, base, home, install_dir, &tree));
+                if let Err(e) = stored {
+                    report.warnings.push(format!(
+                        "agent {}: the install was not cached ({e}); the next trial installs again",
+                        spec.name
+                    ));
+                }
+            }
         }
     }
     if let Some(v) = spec
@@ -642,6 +779,47 @@ fn describe_end(o: &Outcome) -> String {
     } else {
         "no status".into()
     }
+}
+
+/// The cache and key for a spec whose install can be cached: it has an
+/// `install_dir` and a pinned version, and caching is on.
+fn cache_plan(opts: &SolveOptions, spec: &AgentSpec) -> Option<(InstallCache, CacheKey, String)> {
+    let cache = opts.agent_run.install_cache.clone()?;
+    let install_dir = spec.install_dir.clone()?;
+    let version = effective_version(spec, &opts.agent_run)?;
+    if !agent_cache::pinned(version) {
+        return None;
+    }
+    let key = CacheKey::new(spec, version, &opts.rootfs);
+    Some((cache, key, install_dir))
+}
+
+/// Binds the cached `tree` read-only at `<home>/<install_dir>`, replacing
+/// whatever the install left there in this trial's home.
+fn mount_cached(
+    dir: &TrialDir,
+    base: &mut SandboxConfig,
+    home: &str,
+    install_dir: &str,
+    tree: &std::path::Path,
+) -> Result<(), String> {
+    let home_dir = dir
+        .root_dir()
+        .open_dir("home")
+        .map_err(|e| e.to_string())?
+        .sandbox_writable();
+    // The install's own copy is in the cache now; an empty folder is the
+    // mount point.
+    home_dir.remove(install_dir).map_err(|e| e.to_string())?;
+    let mut at = PathBuf::new();
+    for part in install_dir.split('/') {
+        at.push(part);
+        home_dir.ensure_dir(&at, 0o755).map_err(|e| e.to_string())?;
+    }
+    let dst = format!("{}/{install_dir}", home.trim_end_matches('/'));
+    base.binds.retain(|b| b.dst != std::path::Path::new(&dst));
+    base.binds.push(bind(tree, &dst, true));
+    Ok(())
 }
 
 /// The solve sandbox every agent step shares.
@@ -725,6 +903,28 @@ fn solve_config(
             report.env_keys.push(k.clone());
         }
     }
+    let extra = &opts.agent_run;
+    for (k, v) in &extra.env {
+        set_env(&mut cfg, k, v);
+        report.env_keys.push(k.clone());
+    }
+    for k in &extra.env_pass {
+        if let Ok(v) = std::env::var(k) {
+            set_env(&mut cfg, k, &v);
+            report.env_keys.push(k.clone());
+        }
+    }
+    if let Some(v) = effective_version(spec, extra) {
+        set_env(&mut cfg, "CBRUN_AGENT_VERSION", v);
+    }
+    report.env_keys.sort();
+    report.env_keys.dedup();
+    report.base_urls = cfg
+        .env
+        .iter()
+        .filter(|e| e.key.ends_with("_BASE_URL"))
+        .map(|e| (e.key.clone(), e.value.clone()))
+        .collect();
     // The stages folder too: it holds other runs' staged hidden tests, in
     // case the state root lies under a system folder the sandbox shows.
     let stages = inputs.stage.as_ref().and_then(|s| s.path().parent());

@@ -10,6 +10,7 @@
 
 mod common;
 
+mod agents;
 mod attack_egress;
 mod attack_hostfs;
 mod attack_sandbox;
