@@ -356,6 +356,7 @@ fn flags_request(a: &RunArgs) -> Result<PlanRequest> {
         cases,
         repeats: a.repeats.unwrap_or(1),
         configs,
+        slurm: None,
     })
 }
 
