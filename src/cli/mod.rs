@@ -35,6 +35,7 @@ mod limits;
 mod man;
 pub mod messages;
 mod run;
+mod run_slurm;
 mod sandbox;
 mod solve;
 mod trial;
