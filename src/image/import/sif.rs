@@ -298,7 +298,11 @@ mod tests {
             file.extend_from_slice(&d);
         }
         if total <= 64 {
-            file.resize(file.len().max(descr_off as usize + total as usize * DESCRIPTOR_LEN), 0);
+            file.resize(
+                file.len()
+                    .max(descr_off as usize + total as usize * DESCRIPTOR_LEN),
+                0,
+            );
         }
         file.extend_from_slice(tail);
         file
