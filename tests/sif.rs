@@ -16,7 +16,6 @@ use std::time::Duration;
 use common::*;
 
 const DEADLINE: Duration = Duration::from_secs(120);
-const HEADER: usize = 128;
 const DESCR: usize = 585;
 const DESCR_AT: usize = 4096;
 const SLOTS: usize = 4;
