@@ -36,6 +36,7 @@ mod man;
 pub mod messages;
 mod report;
 mod run;
+mod run_slurm;
 mod sandbox;
 mod solve;
 mod trial;

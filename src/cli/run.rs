@@ -64,110 +64,156 @@ const CONFIG_FLAGS: [&str; 16] = [
 pub struct RunArgs {
     /// Case folders, or glob patterns (quoted, for cbrun to expand).
     #[arg(value_name = "CASE", conflicts_with_all = ["plan", "resume"])]
-    cases: Vec<String>,
+    pub(super) cases: Vec<String>,
     /// Every case folder directly inside DIR (repeatable).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["plan", "resume"])]
-    all: Vec<PathBuf>,
+    pub(super) all: Vec<PathBuf>,
     /// A plan file (TOML): cases, repeats and named configurations.
     #[arg(long, value_name = "FILE", conflicts_with_all = CONFIG_FLAGS)]
-    plan: Option<PathBuf>,
+    pub(super) plan: Option<PathBuf>,
     /// A configuration: `[NAME=]SPEC`, SPEC as for `cbrun trial --agent`, or
     /// `replay:@NAME` (each case's control NAME). Repeatable.
     #[arg(long = "agent", value_name = "[NAME=]SPEC")]
-    agents: Vec<String>,
+    pub(super) agents: Vec<String>,
     /// Model name handed to every --agent.
     #[arg(long, value_name = "M")]
-    model: Option<String>,
+    pub(super) model: Option<String>,
     /// Trials of each case and configuration (default 1).
     #[arg(long, value_name = "N")]
-    repeats: Option<u32>,
+    pub(super) repeats: Option<u32>,
     /// Solve budget in seconds (default 7200).
     #[arg(long, value_name = "S")]
-    solve_timeout: Option<f64>,
+    pub(super) solve_timeout: Option<f64>,
     /// Stall watchdog in seconds (default 1800).
     #[arg(long, value_name = "S")]
-    stall_timeout: Option<f64>,
+    pub(super) stall_timeout: Option<f64>,
     /// Judge budget in seconds (replaces the case's).
     #[arg(long, value_name = "S")]
-    judge_timeout: Option<f64>,
+    pub(super) judge_timeout: Option<f64>,
     /// `none` or `allowlist`, as for `cbrun trial`.
     #[arg(long, value_name = "none|allowlist")]
-    net: Option<String>,
+    pub(super) net: Option<String>,
     /// A host the agent may reach with --net allowlist.
     #[arg(long = "allow", value_name = "HOST[:PORT]")]
-    allow: Vec<String>,
+    pub(super) allow: Vec<String>,
     /// Let package registries through.
     #[arg(long)]
-    allow_registries: bool,
+    pub(super) allow_registries: bool,
     /// Resolve HOST to IP in the proxy instead of DNS.
     #[arg(long = "resolve", value_name = "HOST=IP")]
-    resolve: Vec<String>,
+    pub(super) resolve: Vec<String>,
     /// Memory limit per sandbox (default 8G); also what the scheduler
     /// counts per running trial.
     #[arg(long, value_name = "SIZE")]
-    memory: Option<String>,
+    pub(super) memory: Option<String>,
     /// Maximum processes/threads per sandbox (default 4096).
     #[arg(long, value_name = "N")]
-    pids: Option<u64>,
+    pub(super) pids: Option<u64>,
     /// CPU quota per sandbox, in CPUs.
     #[arg(long, value_name = "N")]
-    cpus: Option<f64>,
+    pub(super) cpus: Option<f64>,
     /// Refuse to run a trial whose limits cannot be enforced.
     #[arg(long)]
-    require_limits: bool,
+    pub(super) require_limits: bool,
     /// Root filesystem of the sandboxes: `host` or a directory.
     #[arg(long, value_name = "host|DIR", conflicts_with = "image")]
-    rootfs: Option<String>,
+    pub(super) rootfs: Option<String>,
     /// Run the sandboxes on this image from the store.
     #[arg(long, value_name = "NAME[:TAG]")]
-    image: Option<String>,
+    pub(super) image: Option<String>,
     /// Trials at once (default: one per CPU, as many as memory allows).
     #[arg(long, value_name = "N")]
-    jobs: Option<usize>,
+    pub(super) jobs: Option<usize>,
     /// Pin each slot's worker (and its sandboxes) to N CPUs of its own.
     #[arg(long, value_name = "N")]
-    cpuset_per_slot: Option<usize>,
+    pub(super) cpuset_per_slot: Option<usize>,
     /// The run folder (default ./cbrun-runs/<run id>); the same plan again
     /// continues in it, another plan is refused.
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
-    out: Option<PathBuf>,
+    pub(super) out: Option<PathBuf>,
     /// Complete the run in DIR: skip what is evaluated, rerun what was
     /// interrupted or failed for infrastructure.
     #[arg(long, value_name = "DIR", conflicts_with_all = CONFIG_FLAGS)]
-    resume: Option<PathBuf>,
+    pub(super) resume: Option<PathBuf>,
     /// Reruns of a trial that failed for infrastructure (earlier attempts
     /// are kept).
     #[arg(long, value_name = "K", default_value_t = 1)]
-    retry_infra: u32,
+    pub(super) retry_infra: u32,
     /// Print nothing (the run folder has everything).
     #[arg(long)]
-    quiet: bool,
+    pub(super) quiet: bool,
+    /// Where the trials run: `local` (this host) or `slurm` (one job array
+    /// on a shared run folder; see docs/slurm.md).
+    #[arg(long, value_name = "local|slurm", default_value = "local")]
+    pub(super) backend: String,
+    /// With --backend slurm: write DIR/slurm/array.sbatch and print the
+    /// array size, without submitting.
+    #[arg(long, conflicts_with = "status")]
+    pub(super) emit_sbatch: bool,
+    /// With --backend slurm: wait until the job array is done, showing
+    /// progress, and exit as a local run does.
+    #[arg(long)]
+    pub(super) wait: bool,
+    /// The progress of the run in DIR (from the folder, and squeue for a
+    /// Slurm run); changes nothing.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["plan", "resume", "out", "worker", "cases", "all"])]
+    pub(super) status: Option<PathBuf>,
+    /// Slurm partition (`--backend slurm`; also `[slurm] partition` in a plan).
+    #[arg(long, value_name = "NAME")]
+    pub(super) partition: Option<String>,
+    /// Slurm account.
+    #[arg(long, value_name = "NAME")]
+    pub(super) account: Option<String>,
+    /// Slurm QOS.
+    #[arg(long, value_name = "NAME")]
+    pub(super) qos: Option<String>,
+    /// Slurm node constraint (features).
+    #[arg(long, value_name = "EXPR")]
+    pub(super) constraint: Option<String>,
+    /// A raw sbatch option for the batch script (repeatable): `--sbatch-arg=--gres=gpu:1`.
+    #[arg(long = "sbatch-arg", value_name = "OPTION", allow_hyphen_values = true)]
+    pub(super) sbatch_args: Vec<String>,
     /// Worker mode: run one trial of the run folder DIR (with --task).
     #[arg(long, value_name = "DIR", requires = "task", hide = true)]
-    worker: Option<PathBuf>,
+    pub(super) worker: Option<PathBuf>,
     /// Worker mode: the trial's number in the plan (0-based).
     #[arg(long, value_name = "N", requires = "worker", hide = true)]
-    task: Option<usize>,
+    pub(super) task: Option<usize>,
     /// Worker mode: the scheduler's job id, recorded in the claim.
     #[arg(long, value_name = "ID", requires = "worker", hide = true)]
-    job_id: Option<String>,
+    pub(super) job_id: Option<String>,
     /// Worker mode: leave summary.json to the supervisor.
     #[arg(long, requires = "worker", hide = true)]
-    no_summary: bool,
+    pub(super) no_summary: bool,
     /// Worker mode: the supervisor to tell of each phase (SIGUSR1).
     #[arg(long, value_name = "PID", requires = "worker", hide = true)]
-    notify: Option<i32>,
+    pub(super) notify: Option<i32>,
 }
 
-type NotStarted = (ExitStatus, anyhow::Error);
+pub(super) type NotStarted = (ExitStatus, anyhow::Error);
 
-fn usage(e: impl Into<anyhow::Error>) -> NotStarted {
+pub(super) fn usage(e: impl Into<anyhow::Error>) -> NotStarted {
     (ExitStatus::Usage, e.into())
 }
 
 pub fn exec(a: RunArgs) -> Result<ExitStatus> {
     if let Some(dir) = a.worker.clone() {
         return Ok(worker(&a, &dir));
+    }
+    if let Some(dir) = a.status.clone() {
+        return Ok(super::run_slurm::status(&dir));
+    }
+    match a.backend.as_str() {
+        "local" if a.wait => {
+            messages::error("--wait: only with --backend slurm (a local run always waits)");
+            return Ok(ExitStatus::Usage);
+        }
+        "local" if !a.emit_sbatch => {}
+        "local" | "slurm" => return super::run_slurm::exec(&a),
+        other => {
+            messages::error(format_args!("--backend {other}: must be local or slurm"));
+            return Ok(ExitStatus::Usage);
+        }
     }
     let p = match prepare(&a) {
         Ok(p) => p,
@@ -192,10 +238,7 @@ struct Prepared {
 
 fn prepare(a: &RunArgs) -> Result<Prepared, NotStarted> {
     let view = HostView::detect();
-    let (folder, plan, images) = match &a.resume {
-        Some(dir) => resume_folder(dir, &view)?,
-        None => new_folder(a, &view)?,
-    };
+    let (folder, plan, images, _) = open_or_create(a, &view)?;
     let host = HostResources::detect();
     for c in &plan.configs {
         if c.memory_bytes() > host.memory {
@@ -224,6 +267,27 @@ fn prepare(a: &RunArgs) -> Result<Prepared, NotStarted> {
         host,
         cpusets,
     })
+}
+
+/// The run folder `--resume` names, or the one the plan makes; with the
+/// plan file's `[slurm]` table.
+#[allow(clippy::type_complexity)]
+pub(super) fn open_or_create(
+    a: &RunArgs,
+    view: &HostView,
+) -> Result<
+    (
+        RunFolder,
+        ResolvedPlan,
+        Vec<ImageUse>,
+        Option<cbrun::run::slurm::SlurmOptions>,
+    ),
+    NotStarted,
+> {
+    match &a.resume {
+        Some(dir) => resume_folder(dir, view).map(|(f, p, i)| (f, p, i, None)),
+        None => new_folder(a, view),
+    }
 }
 
 fn resume_folder(
@@ -269,10 +333,19 @@ fn image_use(name: &str, view: &HostView) -> Option<ImageUse> {
     cbrun::image::unpacked::use_image(&store, name, &view.mapping, None).ok()
 }
 
+#[allow(clippy::type_complexity)]
 fn new_folder(
     a: &RunArgs,
     view: &HostView,
-) -> Result<(RunFolder, ResolvedPlan, Vec<ImageUse>), NotStarted> {
+) -> Result<
+    (
+        RunFolder,
+        ResolvedPlan,
+        Vec<ImageUse>,
+        Option<cbrun::run::slurm::SlurmOptions>,
+    ),
+    NotStarted,
+> {
     let req = match &a.plan {
         Some(f) => PlanFile::load(f).map_err(usage)?,
         None => flags_request(a).map_err(usage)?,
@@ -307,7 +380,7 @@ fn new_folder(
             folder.write_plan(&plan).map_err(usage)?;
         }
     }
-    Ok((folder, plan, images))
+    Ok((folder, plan, images, req.slurm))
 }
 
 /// The plan the command line describes.
@@ -356,6 +429,7 @@ fn flags_request(a: &RunArgs) -> Result<PlanRequest> {
         cases,
         repeats: a.repeats.unwrap_or(1),
         configs,
+        slurm: None,
     })
 }
 
@@ -486,7 +560,7 @@ fn run(a: &RunArgs, p: Prepared) -> Result<ExitStatus> {
 
 /// Whether every trial's latest record has the status `cbrun trial`
 /// exits 0 for.
-fn all_evaluated(folder: &RunFolder, plan: &ResolvedPlan) -> bool {
+pub(super) fn all_evaluated(folder: &RunFolder, plan: &ResolvedPlan) -> bool {
     plan.tasks().all(|t| {
         let Some(dir) = folder.existing_config_dir(&t) else {
             return false;
@@ -570,11 +644,7 @@ fn worker(a: &RunArgs, dir: &Path) -> ExitStatus {
 
 /// Slurm's job (and array task), when the worker runs as one.
 fn cluster_job_id() -> Option<String> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (var("SLURM_ARRAY_JOB_ID"), var("SLURM_ARRAY_TASK_ID")) {
-        (Some(j), Some(t)) => Some(format!("slurm-{j}_{t}")),
-        _ => var("SLURM_JOB_ID").map(|j| format!("slurm-{j}")),
-    }
+    cbrun::run::slurm::job_id_from_env(|k| std::env::var(k).ok())
 }
 
 #[cfg(test)]

@@ -348,11 +348,11 @@ fn loopback_up() -> Result<(), String> {
     // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write `req`, which is a
     // valid, live ifreq; ifru_flags is the union member those requests use.
     unsafe {
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) != 0 {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) != 0 {
             return Err(format!("SIOCGIFFLAGS lo: {}", Errno::last()));
         }
         req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) != 0 {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req) != 0 {
             return Err(format!("bring lo up: {}", Errno::last()));
         }
     }

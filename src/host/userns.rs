@@ -8,11 +8,17 @@ use nix::unistd::{getegid, geteuid, setresgid, setresuid, Gid, Uid};
 
 use crate::host::probe::{run_in_child, write_single_id_maps};
 
-const MAX_USER_NAMESPACES: &str = "/proc/sys/user/max_user_namespaces";
+const MAX_USER_NAMESPACES: &str = "user/max_user_namespaces";
 /// Debian/Ubuntu's out-of-tree switch for unprivileged user namespaces.
-const UNPRIVILEGED_CLONE: &str = "/proc/sys/kernel/unprivileged_userns_clone";
+const UNPRIVILEGED_CLONE: &str = "kernel/unprivileged_userns_clone";
 /// Ubuntu 23.10+: unprivileged namespaces are created but stripped of caps.
-const APPARMOR_RESTRICT: &str = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns";
+const APPARMOR_RESTRICT: &str = "kernel/apparmor_restrict_unprivileged_userns";
+/// Test hook: a directory standing in for `/proc/sys`. The probe then
+/// also behaves as a kernel with those settings would (it fails the step
+/// they would fail) instead of trying, so that the doctor's wording can be
+/// tested on hosts where the settings cannot be changed. Only `doctor`
+/// reads it; sandboxes never do.
+pub const FAKE_PROC_SYS_ENV: &str = "CBRUN_TEST_PROC_SYS";
 
 /// Exit codes of the probe child, one per step, so the parent can tell
 /// "could not create" from "created but powerless".
@@ -36,14 +42,28 @@ pub struct UsernsSupport {
 
 /// Try to create a user namespace the way a sandbox will.
 pub fn probe() -> UsernsSupport {
-    let max_user_namespaces = read_u64(MAX_USER_NAMESPACES);
-    let unprivileged_clone_sysctl = read_u64(UNPRIVILEGED_CLONE).map(|v| v != 0);
-    let apparmor_restricted = read_u64(APPARMOR_RESTRICT).map(|v| v != 0);
+    let fake = std::env::var_os(FAKE_PROC_SYS_ENV).filter(|v| !v.is_empty());
+    let root = fake
+        .clone()
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/proc/sys".into());
+    let max_user_namespaces = read_u64(&root.join(MAX_USER_NAMESPACES));
+    let unprivileged_clone_sysctl = read_u64(&root.join(UNPRIVILEGED_CLONE)).map(|v| v != 0);
+    let apparmor_restricted = read_u64(&root.join(APPARMOR_RESTRICT)).map(|v| v != 0);
     let (uid, gid) = (geteuid().as_raw(), getegid().as_raw());
-    let error = run_in_child(move || try_userns(uid, gid)).err().map(|e| {
+    let tried = match fake {
+        Some(_) => as_the_kernel_would(
+            uid,
+            max_user_namespaces,
+            unprivileged_clone_sysctl,
+            apparmor_restricted,
+        ),
+        None => run_in_child(move || try_userns(uid, gid)).map_err(|e| (e.code, e.reason)),
+    };
+    let error = tried.err().map(|(code, reason)| {
         explain(
-            e.code,
-            &e.reason,
+            code,
+            &reason,
             uid,
             max_user_namespaces,
             unprivileged_clone_sysctl,
@@ -57,6 +77,34 @@ pub fn probe() -> UsernsSupport {
         apparmor_restricted,
         error,
     }
+}
+
+/// The step a kernel with these settings fails (see [`FAKE_PROC_SYS_ENV`]).
+fn as_the_kernel_would(
+    uid: u32,
+    max: Option<u64>,
+    clone_sysctl: Option<bool>,
+    apparmor: Option<bool>,
+) -> Result<(), (Option<i32>, String)> {
+    if max == Some(0) {
+        return Err((
+            Some(STEP_UNSHARE),
+            "unshare(CLONE_NEWUSER): ENOSPC: No space left on device".into(),
+        ));
+    }
+    if uid != 0 && clone_sysctl == Some(false) {
+        return Err((
+            Some(STEP_UNSHARE),
+            "unshare(CLONE_NEWUSER): EPERM: Operation not permitted".into(),
+        ));
+    }
+    if uid != 0 && apparmor == Some(true) {
+        return Err((
+            Some(STEP_CAPS),
+            "setresgid(0) inside the namespace: EPERM: Operation not permitted".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// True for uid 0 of the initial user namespace, i.e. not "root" inside
@@ -110,9 +158,9 @@ fn explain(
     match code {
         Some(STEP_UNSHARE) => {
             if max == Some(0) {
-                format!("{reason}: user namespaces are disabled by user.max_user_namespaces=0 (fix as root: sysctl -w user.max_user_namespaces=15000)")
+                format!("{reason}: user namespaces are disabled on this host (user.max_user_namespaces=0); cbrun cannot isolate anything without them and does not fall back. The administrator's fix, as root: sysctl -w user.max_user_namespaces=15000, and to keep it: echo user.max_user_namespaces=15000 > /etc/sysctl.d/90-userns.conf")
             } else if clone_sysctl == Some(false) && uid != 0 {
-                format!("{reason}: unprivileged user namespaces are disabled by kernel.unprivileged_userns_clone=0 (fix as root: sysctl -w kernel.unprivileged_userns_clone=1)")
+                format!("{reason}: unprivileged user namespaces are disabled on this host (kernel.unprivileged_userns_clone=0); cbrun cannot isolate anything without them and does not fall back. The administrator's fix, as root: sysctl -w kernel.unprivileged_userns_clone=1, and to keep it: echo kernel.unprivileged_userns_clone=1 > /etc/sysctl.d/90-userns.conf")
             } else if reason.contains("ENOSPC") {
                 format!("{reason}: the user.max_user_namespaces limit ({}) is used up", max.unwrap_or(0))
             } else if reason.contains("EINVAL") {
@@ -124,9 +172,10 @@ fn explain(
             }
         }
         Some(STEP_MAPS | STEP_CAPS) if apparmor == Some(true) && uid != 0 => format!(
-            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1): \
-             unshare works but the namespace gets no capabilities ({reason}); fix: an AppArmor profile for cbrun \
-             with the `userns,` rule, or as root: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+            "AppArmor restricts unprivileged user namespaces on this host (kernel.apparmor_restrict_unprivileged_userns=1): \
+             unshare works but the namespace gets no capabilities ({reason}); cbrun does not fall back. The administrator's fix: \
+             an AppArmor profile for the cbrun binary with the `userns,` rule (/etc/apparmor.d/cbrun, then apparmor_parser -r), \
+             or as root: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
         ),
         Some(STEP_MAPS) => format!("user namespace created but its id map could not be written: {reason}"),
         Some(STEP_CAPS) => format!("user namespace created but its capabilities are withheld (an LSM?): {reason}"),
@@ -134,7 +183,7 @@ fn explain(
     }
 }
 
-fn read_u64(path: &str) -> Option<u64> {
+fn read_u64(path: &std::path::Path) -> Option<u64> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 

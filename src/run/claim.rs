@@ -8,7 +8,10 @@
 //! - its host is another one and it is older than the trial's budget plus
 //!   [`MARGIN`] (nothing can tell whether a process elsewhere lives);
 //! - it cannot be read and is older than [`UNREADABLE_GRACE`] (a claimer
-//!   killed between creating and writing it).
+//!   killed between creating and writing it);
+//! - it names the Slurm job (array task) that now claims again: Slurm runs
+//!   a job id once at a time, so the claim is that job's run before a
+//!   requeue (`scontrol requeue`, a preemption, a node failure).
 //!
 //! Breaking is itself exclusive: the breaker creates `<repeat>.claim.break`
 //! (`O_EXCL`), reads the claim again, removes it only if it is still the
@@ -155,6 +158,10 @@ impl Claim {
             let found = read(dir, name);
             let why = match &found {
                 Found::None => continue,
+                Found::Claim(c) if same_slurm_job(c, &info) => Some(format!(
+                    "it was made by an earlier run of the same Slurm job {}",
+                    c.job_id.as_deref().unwrap_or("")
+                )),
                 Found::Claim(c) => c.stale(SystemTime::now()),
                 Found::Unreadable(age) => (*age > UNREADABLE_GRACE)
                     .then(|| format!("it is unreadable and {} s old", age.as_secs())),
@@ -182,6 +189,14 @@ impl Claim {
         if self.still_mine() {
             let _ = unlink(&self.dir, &self.name);
         }
+    }
+}
+
+/// Whether `old` was made by the same Slurm job (array task) as `new`.
+fn same_slurm_job(old: &ClaimInfo, new: &ClaimInfo) -> bool {
+    match (&old.job_id, &new.job_id) {
+        (Some(a), Some(b)) => a == b && crate::run::slurm::is_slurm_job(a),
+        _ => false,
     }
 }
 
@@ -408,6 +423,37 @@ mod tests {
             Acquired::Held(Found::Unreadable(_)) => {}
             _ => panic!("a young unreadable claim was broken"),
         }
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[test]
+    fn a_requeued_slurm_job_breaks_its_own_claim_only() {
+        let (p, d) = scratch("requeue");
+        // This process is alive: only the job id can make it stale.
+        let mut old = ClaimInfo::mine(0, Some("slurm-7_3".into()), budget());
+        old.host = "node-elsewhere".into();
+        create_excl(&d, "1.claim", &serde_json::to_vec(&old).unwrap()).unwrap();
+        let mut broke = Vec::new();
+        let other = ClaimInfo::mine(0, Some("slurm-7_4".into()), budget());
+        assert!(matches!(
+            Claim::acquire(&d, "1.claim", other, &mut broke).unwrap(),
+            Acquired::Held(_)
+        ));
+        let again = ClaimInfo::mine(0, Some("slurm-7_3".into()), budget());
+        assert!(matches!(
+            Claim::acquire(&d, "1.claim", again, &mut broke).unwrap(),
+            Acquired::Mine(_)
+        ));
+        assert!(broke[0].contains("same Slurm job slurm-7_3"), "{broke:?}");
+        // Local job ids never count as the same job.
+        let mut local = ClaimInfo::mine(0, Some("local-1".into()), budget());
+        local.host = "node-elsewhere".into();
+        create_excl(&d, "2.claim", &serde_json::to_vec(&local).unwrap()).unwrap();
+        let mine = ClaimInfo::mine(0, Some("local-1".into()), budget());
+        assert!(matches!(
+            Claim::acquire(&d, "2.claim", mine, &mut broke).unwrap(),
+            Acquired::Held(_)
+        ));
         std::fs::remove_dir_all(&p).unwrap();
     }
 

@@ -11,6 +11,7 @@
 //! - [`supervise`]: the local supervisor of the workers.
 //! - [`resume`]: what is left to do in a folder.
 //! - [`summary`]: the summary file.
+//! - [`slurm`]: `--backend slurm`: the run as one Slurm job array.
 //! - [`progress`]: the display.
 
 pub mod claim;
@@ -19,6 +20,7 @@ pub mod plan;
 pub mod progress;
 pub mod resume;
 pub mod schedule;
+pub mod slurm;
 pub mod state;
 pub mod summary;
 pub mod supervise;

@@ -62,6 +62,8 @@ fn err(msg: impl Into<String>) -> PlanError {
 /// model = "openai/some-model"
 /// solve_timeout = 3600
 /// memory = "4G"
+/// [slurm]                      # only for --backend slurm
+/// partition = "short"
 /// ```
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,6 +75,8 @@ pub struct PlanFile {
     pub repeats: Option<u32>,
     #[serde(default, rename = "config")]
     pub configs: Vec<ConfigSpec>,
+    /// `[slurm]`: how `--backend slurm` submits (see [`super::slurm`]).
+    pub slurm: Option<super::slurm::SlurmOptions>,
 }
 
 /// One configuration as given; what is left out takes `cbrun trial`'s
@@ -107,6 +111,8 @@ pub struct PlanRequest {
     pub cases: Vec<PathBuf>,
     pub repeats: u32,
     pub configs: Vec<ConfigSpec>,
+    /// The plan file's `[slurm]` table, when it has one.
+    pub slurm: Option<super::slurm::SlurmOptions>,
 }
 
 impl PlanFile {
@@ -147,6 +153,7 @@ impl PlanFile {
             cases,
             repeats: file.repeats.unwrap_or(1),
             configs: file.configs,
+            slurm: file.slurm,
         })
     }
 }

@@ -9,7 +9,8 @@
 //! `<repeat>.status`, appends its line to `results.jsonl`, rewrites
 //! `summary.json` and gives the claim up.
 //!
-//! SIGINT, SIGTERM and SIGHUP interrupt the trial: a running sandbox is
+//! The worker gets SIGTERM when its parent dies (unless a supervisor set
+//! another parent-death signal). SIGINT, SIGTERM and SIGHUP interrupt the trial: a running sandbox is
 //! stopped (SIGTERM, a grace period, SIGKILL) and the record says
 //! `interrupted`; one that arrives between two sandboxes stops the trial
 //! before the next one starts.
@@ -86,6 +87,13 @@ pub fn run_worker(
     stop::install_stop_flag()
         .and_then(|()| stop::block_stop_signals())
         .map_err(|e| WorkerError::Folder(format!("signal handlers: {e}")))?;
+    // Under Slurm the parent is slurmstepd: should it die, the trial is
+    // interrupted (SIGTERM, kept pending like any stop-signal).
+    if stop::die_with_parent_gently()
+        .map_err(|e| WorkerError::Folder(format!("parent-death signal: {e}")))?
+    {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
+    }
     let shown = folder.root.display().to_string();
     let plan = folder
         .read_plan()?

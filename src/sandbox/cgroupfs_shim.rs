@@ -169,7 +169,8 @@ fn cgroup2_view(tree: &Path, replace: bool) -> Result<(), ShimError> {
         (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
         (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
         (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        // ST_RELATIME (0x1000; nix names it for glibc only).
+        (FsFlags::from_bits_retain(0x1000), MsFlags::MS_RELATIME),
     ] {
         if st.flags().contains(f) {
             keep |= m;

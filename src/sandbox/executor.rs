@@ -201,10 +201,10 @@ fn loopback_up() -> std::io::Result<()> {
         for (i, b) in b"lo\0".iter().enumerate() {
             req.ifr_name[i] = *b as libc::c_char;
         }
-        let mut r = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req);
+        let mut r = libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req);
         if r == 0 {
             req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            r = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
+            r = libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req);
         }
         let err = std::io::Error::last_os_error();
         libc::close(fd);

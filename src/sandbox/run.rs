@@ -682,7 +682,13 @@ impl Drop for ShimFiles<'_> {
     }
 }
 
-fn clamp_rlimit(res: libc::__rlimit_resource_t, want: u64) -> u64 {
+/// setrlimit's resource type: glibc's enum, musl's int.
+#[cfg(target_env = "musl")]
+type RlimitResource = libc::c_int;
+#[cfg(not(target_env = "musl"))]
+type RlimitResource = libc::__rlimit_resource_t;
+
+fn clamp_rlimit(res: RlimitResource, want: u64) -> u64 {
     let mut cur = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -113,6 +113,36 @@ pub fn worker_setup(cmd: &mut Command, parent: libc::pid_t, cpus: Option<CpuSet>
     }
 }
 
+/// In a worker that no supervisor of cbrun's spawned (a Slurm task, a
+/// hand-run worker): SIGTERM, which interrupts the trial cleanly, when the
+/// parent dies. A parent-death signal already set (a local supervisor's
+/// SIGKILL) is kept. Returns whether the parent is already gone (the
+/// process was reparented before the call took effect).
+pub fn die_with_parent_gently() -> io::Result<bool> {
+    let parent = nix::unistd::getppid();
+    let mut cur: libc::c_int = 0;
+    // SAFETY: PR_GET_PDEATHSIG writes one int through the valid pointer.
+    if unsafe {
+        libc::prctl(
+            libc::PR_GET_PDEATHSIG,
+            &mut cur as *mut libc::c_int,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    if cur == 0 {
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(nix::unistd::getppid() != parent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

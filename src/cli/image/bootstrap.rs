@@ -15,7 +15,8 @@ use crate::cli::messages;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The recipe: a `recipe.toml` or a directory holding one.
+    /// The recipe: a `recipe.toml`, a directory holding one, or a shipped
+    /// recipe by name (`busybox`, `debian-bookworm-dev`; embedded).
     recipe: PathBuf,
     /// Write the OCI layout here instead of importing it.
     #[arg(long, value_name = "DIR")]

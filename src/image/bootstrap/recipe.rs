@@ -37,8 +37,36 @@ const ARCHITECTURES: &[(&str, &str)] = &[
     ("riscv64", "riscv64"),
 ];
 
-/// Reads `path` (a `recipe.toml`, or a directory holding one).
+/// The recipes shipped in `rootfs/`, embedded so that an installed binary
+/// (cargo install, the static build, the .deb) has them too.
+pub const SHIPPED: &[(&str, &str)] = &[
+    (
+        "busybox",
+        include_str!("../../../rootfs/busybox/recipe.toml"),
+    ),
+    (
+        "debian-bookworm-dev",
+        include_str!("../../../rootfs/debian-bookworm-dev/recipe.toml"),
+    ),
+];
+
+/// The shipped recipe `arg` names (`busybox`, `rootfs/busybox`), when
+/// nothing exists at that path.
+pub fn shipped(arg: &Path) -> Option<&'static str> {
+    if arg.exists() {
+        return None;
+    }
+    let s = arg.to_str()?.trim_end_matches('/');
+    let name = s.strip_prefix("rootfs/").unwrap_or(s);
+    SHIPPED.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// Reads `path` (a `recipe.toml`, or a directory holding one), else the
+/// shipped recipe of that name (see [`shipped`]).
 pub fn load_recipe(path: &Path) -> Result<Recipe, BootstrapError> {
+    if let Some(text) = shipped(path) {
+        return parse_recipe(text, path);
+    }
     let file = if path.is_dir() {
         path.join("recipe.toml")
     } else {

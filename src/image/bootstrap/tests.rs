@@ -454,3 +454,23 @@ fn busybox_layout_verifies_and_is_deterministic() {
 
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn shipped_recipes_are_embedded() {
+    for (name, text) in super::recipe::SHIPPED {
+        let from_tree =
+            std::fs::read_to_string(repo_root().join("rootfs").join(name).join("recipe.toml"))
+                .unwrap();
+        assert_eq!(*text, from_tree, "{name}");
+    }
+    // From anywhere (an installed binary has no source tree).
+    let cwd = std::env::temp_dir();
+    let r = super::recipe::shipped(&cwd.join("nonexistent-dir/busybox"));
+    assert!(
+        r.is_none(),
+        "only bare names and rootfs/NAME are shipped names"
+    );
+    let r = load_recipe(Path::new("rootfs/debian-bookworm-dev/")).unwrap();
+    assert_eq!(r.name, "debian-bookworm-dev");
+    assert!(super::recipe::shipped(Path::new("busybox")).is_some());
+}

@@ -12,7 +12,9 @@
 //! [`import`] detects the format and hands over to the reader of that
 //! format: `oci` (layout directory or archive), `docker`
 //! (`docker save`), `rootfs` (a tarball or directory as one layer; the
-//! directory is written as a tar by `tar_dir`). `archive` indexes tar
+//! directory is written as a tar by `tar_dir`), `sif` (Apptainer/Singularity
+//! images: the squashfs partition, unpacked by unsquashfs, as a rootfs
+//! directory). `archive` indexes tar
 //! archives and reads their members in place.
 
 use std::fmt;
@@ -33,6 +35,7 @@ mod archive;
 mod docker;
 mod oci;
 mod rootfs;
+pub mod sif;
 mod tar_dir;
 
 #[cfg(test)]
@@ -64,6 +67,9 @@ pub enum Format {
     RootfsTar,
     /// A directory holding a root filesystem: one layer.
     RootfsDir,
+    /// An Apptainer/Singularity image: its squashfs system partition, as
+    /// one layer.
+    Sif,
 }
 
 impl Format {
@@ -74,6 +80,7 @@ impl Format {
             Format::DockerArchive => "docker-archive",
             Format::RootfsTar => "rootfs-tar",
             Format::RootfsDir => "rootfs-dir",
+            Format::Sif => "sif",
         }
     }
 }
@@ -93,9 +100,10 @@ impl FromStr for Format {
             "docker-archive" => Format::DockerArchive,
             "rootfs-tar" => Format::RootfsTar,
             "rootfs-dir" => Format::RootfsDir,
+            "sif" => Format::Sif,
             _ => {
                 return Err(format!(
-                    "format {s:?}: expected oci-dir, oci-archive, docker-archive, rootfs-tar or rootfs-dir"
+                    "format {s:?}: expected oci-dir, oci-archive, docker-archive, rootfs-tar, rootfs-dir or sif"
                 ))
             }
         })
@@ -232,6 +240,24 @@ pub fn import(
     if opts.format == Some(Format::OciDir) || opts.format == Some(Format::RootfsDir) {
         return Err(ctx0.bad(format!("is a file, not a {}", opts.format.expect("some"))));
     }
+    let mut sniff = [0u8; sif::HEADER_LEN];
+    let got = File::open(path)
+        .and_then(|mut f| read_full(&mut f, &mut sniff))
+        .map_err(|e| ctx0.bad(e.to_string()))?;
+    if opts.format == Some(Format::Sif) || (opts.format.is_none() && sif::is_sif(&sniff[..got])) {
+        let ctx = Ctx {
+            src: format!("sif {}", path.display()),
+        };
+        let mut imp = Importer {
+            store,
+            ctx: &ctx,
+            target: &target,
+            source_note: format!("import sif {}", abs.display()),
+            format: Format::Sif,
+            warnings: Vec::new(),
+        };
+        return imp.sif(path, &wanted);
+    }
 
     // Sniff compression; a compressed input is decompressed once into tmp/.
     let mut file = File::open(path).map_err(|e| ctx0.bad(e.to_string()))?;
@@ -307,7 +333,7 @@ pub fn import(
                 imp.docker(&src, opts, &wanted)
             }
         }
-        Format::OciDir | Format::RootfsDir => unreachable!("checked above"),
+        Format::OciDir | Format::RootfsDir | Format::Sif => unreachable!("checked above"),
     }
 }
 
