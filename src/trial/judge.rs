@@ -366,7 +366,6 @@ fn judge_in(
     Ok(())
 }
 
-
 /// `run_acceptance.sh` when the case has one, else the expanded template.
 fn entry_point(case: &Case) -> (&'static str, Vec<String>, String) {
     if case.acceptance_script.is_some() {
