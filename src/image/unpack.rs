@@ -100,13 +100,12 @@ use std::rc::Rc;
 
 mod keys;
 mod resolve;
-mod sys;
 mod tarread;
 #[cfg(test)]
 mod tests;
 
+use crate::sys::at::{self, InodeId};
 use keys::{IdMap, IdSet, KeySet, Salt};
-use sys::Id;
 use tarread::{Entry as TarEntry, TarError, TarReader};
 
 /// Deepest entry name, in components.
@@ -116,6 +115,9 @@ const META_MAX: u64 = 4 << 20;
 /// Bytes read after the end-of-archive marker (record padding).
 const TRAILER_MAX: u64 = 16 << 20;
 /// Entries listed in `UnpackReport::skipped`; more are skipped unlisted.
+/// Deepest directory nesting the pruning of an opaque directory walks (it
+/// holds one descriptor per level).
+const MAX_PRUNE_DEPTH: u32 = 512;
 const MAX_SKIPPED_LISTED: usize = 1000;
 
 // ---- compression ----
@@ -432,11 +434,11 @@ pub fn apply_layers(
 struct DirHandle {
     /// `O_PATH` handle.
     fd: OwnedFd,
-    id: Id,
+    id: InodeId,
     /// Names of the real directories from the root to this one.
     phys: Vec<CString>,
     /// Identities of the root and every directory of `phys`.
-    chain: Vec<Id>,
+    chain: Vec<InodeId>,
     /// `chain` is already in `LayerState::live`.
     live_marked: Cell<bool>,
 }
@@ -510,7 +512,7 @@ struct Unpacker<'o> {
     rootfs_c: CString,
     /// `O_PATH` handle on the rootfs.
     root: OwnedFd,
-    root_id: Id,
+    root_id: InodeId,
     euid: u32,
     /// The process's file mode creation mask.
     umask: libc::mode_t,
@@ -560,11 +562,11 @@ fn tar_error(err: TarError, at: String) -> UnpackError {
         },
         TarError::Bad(why) => UnpackError::Tar {
             at,
-            source: sys::other(why),
+            source: io::Error::other(why),
         },
         TarError::TooLarge => UnpackError::Tar {
             at,
-            source: sys::other(format!(
+            source: io::Error::other(format!(
                 "tar extension headers too large (over {META_MAX} bytes for one entry)"
             )),
         },
@@ -600,7 +602,7 @@ impl PhysWalk {
         self.fds.truncate(common);
         for name in &path[common..] {
             let from = self.fds.last().map_or(root, |f| f.as_fd());
-            let fd = sys::open_dir_path(from, name)?;
+            let fd = at::open_dir_path(from, name)?;
             self.fds.push(fd);
             self.names.push(name.clone());
         }
@@ -611,11 +613,10 @@ impl PhysWalk {
 /// The umask, read without leaving it changed (there is no call that only
 /// reads it; nothing else creates files while an unpack starts).
 fn current_umask() -> libc::mode_t {
-    unsafe {
-        let old = libc::umask(0o077);
-        libc::umask(old);
-        old
-    }
+    use nix::sys::stat::{umask, Mode};
+    let old = umask(Mode::from_bits_truncate(0o077));
+    umask(old);
+    old.bits()
 }
 
 impl<'o> Unpacker<'o> {
@@ -624,25 +625,19 @@ impl<'o> Unpacker<'o> {
             path: rootfs.to_owned(),
             source,
         };
-        let rootfs_c = sys::cstring(rootfs.as_os_str().as_bytes()).map_err(root_err)?;
+        let rootfs_c = at::cname(rootfs.as_os_str().as_bytes()).map_err(root_err)?;
         // O_PATH: usable whatever the root's mode; O_NOFOLLOW: the caller
         // gives the real directory.
-        let fd = sys::cvt(unsafe {
-            libc::open(
-                rootfs_c.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        })
-        .map_err(root_err)?;
-        let root = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        let st = sys::fstat(root.as_fd()).map_err(root_err)?;
+        let root = at::open_path(rootfs, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .map_err(root_err)?;
+        let st = at::fstat(root.as_fd()).map_err(root_err)?;
         Ok(Unpacker {
             opts,
             rootfs: rootfs.to_owned(),
             rootfs_c,
             root,
-            root_id: sys::id_of(&st),
-            euid: unsafe { libc::geteuid() },
+            root_id: at::id_of(&st),
+            euid: nix::unistd::geteuid().as_raw(),
             umask: current_umask(),
             report: UnpackReport::default(),
             entries: 0,
@@ -768,7 +763,7 @@ impl<'o> Unpacker<'o> {
             // unpacked wrong.
             return Err(UnpackError::Tar {
                 at: format!("entry {name}"),
-                source: sys::other(
+                source: io::Error::other(
                     "PAX sparse file (GNU.sparse.* records) is not supported; \
                      repack the layer without --sparse or in GNU format",
                 ),
@@ -811,7 +806,7 @@ impl<'o> Unpacker<'o> {
         Ok(Meta {
             mode,
             owner,
-            mtime: sys::timespec(e.mtime.0, e.mtime.1),
+            mtime: at::timespec(e.mtime.0, e.mtime.1.into()),
             xattrs: &e.xattrs,
         })
     }
@@ -825,7 +820,7 @@ impl<'o> Unpacker<'o> {
                 && (!name.starts_with(b"trusted.") || self.euid == 0);
             let set = allowed
                 && match (fd, CString::new(name.as_slice())) {
-                    (Some(fd), Ok(cname)) => sys::fsetxattr(fd, &cname, value).is_ok(),
+                    (Some(fd), Ok(cname)) => at::fsetxattr(fd, &cname, value).is_ok(),
                     _ => false,
                 };
             if !set {
@@ -837,7 +832,7 @@ impl<'o> Unpacker<'o> {
     /// Removes `name` in `dir` (a whole tree for a directory).
     fn remove(&mut self, dir: BorrowedFd, name: &CStr) -> io::Result<bool> {
         self.layer.cache.clear();
-        sys::remove_tree(dir, name, 0)
+        remove_entry(dir, name)
     }
 
     /// Records that this layer created `name` in `parent`.
@@ -862,7 +857,7 @@ impl<'o> Unpacker<'o> {
         let parent = self
             .resolve(dir, create)
             .map_err(io_err(name, "resolving the parent directory"))?;
-        let last = sys::cstring(last).map_err(io_err(name, "naming"))?;
+        let last = at::cname(last).map_err(io_err(name, "naming"))?;
         Ok((parent, last))
     }
 
@@ -888,11 +883,11 @@ impl<'o> Unpacker<'o> {
         // chmod less per file. The new descriptor is writable either way.
         let direct = meta.xattrs.is_empty() && self.umask_keeps(meta.mode);
         let create_mode = if direct { meta.mode } else { 0o600 };
-        let fd = match sys::open_at(parent.fd.as_fd(), &last, flags, create_mode) {
-            Err(err) if sys::errno_is(&err, &[libc::EEXIST]) => {
+        let fd = match at::open_at(parent.fd.as_fd(), &last, flags, create_mode) {
+            Err(err) if at::errno_is(&err, &[libc::EEXIST]) => {
                 self.remove(parent.fd.as_fd(), &last)
                     .map_err(io_err(name, "removing what was there"))?;
-                sys::open_at(parent.fd.as_fd(), &last, flags, create_mode)
+                at::open_at(parent.fd.as_fd(), &last, flags, create_mode)
             }
             r => r,
         }
@@ -937,13 +932,14 @@ impl<'o> Unpacker<'o> {
         // Chown first (it clears mode bits), xattrs while the file is still
         // writable by its owner, then the final mode and times.
         if let Some((uid, gid)) = meta.owner {
-            sys::fchown(file.as_fd(), uid, gid).map_err(io_err(name, "chown"))?;
+            at::fchown(file.as_fd(), uid, gid).map_err(io_err(name, "chown"))?;
         }
         self.set_xattrs(Some(file.as_fd()), meta.xattrs);
         if !direct {
-            sys::fchmod(file.as_fd(), meta.mode).map_err(io_err(name, "chmod"))?;
+            at::fchmod(file.as_fd(), meta.mode).map_err(io_err(name, "chmod"))?;
         }
-        sys::futimens(file.as_fd(), &meta.mtime).map_err(io_err(name, "setting times"))?;
+        at::futimens(file.as_fd(), &[meta.mtime, meta.mtime])
+            .map_err(io_err(name, "setting times"))?;
         Ok(())
     }
 
@@ -957,7 +953,7 @@ impl<'o> Unpacker<'o> {
         };
         if comps.is_empty() {
             // `./`: the rootfs itself.
-            let fd = sys::reopen_dir_readable(self.root.as_fd()).ok();
+            let fd = at::reopen_dir_readable(self.root.as_fd()).ok();
             self.set_xattrs(fd.as_ref().map(|f| f.as_fd()), meta.xattrs);
             let id = self.root_id;
             self.add_final(id, Vec::new(), name, Some(dmeta), None);
@@ -973,13 +969,13 @@ impl<'o> Unpacker<'o> {
         } else {
             0o700
         };
-        match sys::mkdir_at(pfd, &last, create_mode) {
-            Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
-                let st = sys::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
-                if !sys::is_dir(&st) {
+        match at::mkdir_at(pfd, &last, create_mode) {
+            Err(e) if at::errno_is(&e, &[libc::EEXIST]) => {
+                let st = at::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
+                if !at::is_dir(&st) {
                     self.remove(pfd, &last)
                         .map_err(io_err(name, "removing what was there"))?;
-                    sys::mkdir_at(pfd, &last, create_mode)
+                    at::mkdir_at(pfd, &last, create_mode)
                 } else {
                     Ok(())
                 }
@@ -987,10 +983,10 @@ impl<'o> Unpacker<'o> {
             r => r,
         }
         .map_err(io_err(name, "creating directory"))?;
-        let st = sys::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
+        let st = at::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
         self.note_created(&parent, last.to_bytes());
         if !meta.xattrs.is_empty() {
-            let fd = sys::open_at(
+            let fd = at::open_at(
                 pfd,
                 &last,
                 libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
@@ -1001,7 +997,7 @@ impl<'o> Unpacker<'o> {
         }
         let mut phys = parent.phys.clone();
         phys.push(last);
-        self.add_final(sys::id_of(&st), phys, name, Some(dmeta), None);
+        self.add_final(at::id_of(&st), phys, name, Some(dmeta), None);
         Ok(())
     }
 
@@ -1011,7 +1007,7 @@ impl<'o> Unpacker<'o> {
     /// earlier in the layer whose inode number came back) and is dropped.
     fn add_final(
         &mut self,
-        id: Id,
+        id: InodeId,
         phys: Vec<CString>,
         name: Shown<'_>,
         meta: Option<DirMeta>,
@@ -1057,20 +1053,21 @@ impl<'o> Unpacker<'o> {
         let meta = self.meta(e, name, false)?;
         let (parent, last) = self.parent(comps, name, true)?;
         let pfd = parent.fd.as_fd();
-        match sys::symlink_at(&target, pfd, &last) {
-            Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
+        match at::symlink_at(&target, pfd, &last) {
+            Err(e) if at::errno_is(&e, &[libc::EEXIST]) => {
                 self.remove(pfd, &last)
                     .map_err(io_err(name, "removing what was there"))?;
-                sys::symlink_at(&target, pfd, &last)
+                at::symlink_at(&target, pfd, &last)
             }
             r => r,
         }
         .map_err(io_err(name, "creating symlink"))?;
         self.note_created(&parent, last.to_bytes());
         if let Some((uid, gid)) = meta.owner {
-            sys::chown_at(pfd, &last, uid, gid).map_err(io_err(name, "chown"))?;
+            at::chown_at_nofollow(pfd, &last, uid, gid).map_err(io_err(name, "chown"))?;
         }
-        sys::times_at(pfd, &last, &meta.mtime).map_err(io_err(name, "setting times"))?;
+        at::utimens_at_nofollow(pfd, &last, &[meta.mtime, meta.mtime])
+            .map_err(io_err(name, "setting times"))?;
         // user.* is not allowed on symlinks; none are set.
         self.set_xattrs(None, meta.xattrs);
         self.report.symlinks += 1;
@@ -1101,14 +1098,14 @@ impl<'o> Unpacker<'o> {
         };
         let tparent = match self.resolve(tdir, false) {
             Ok(p) => p,
-            Err(e) if sys::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR]) => return Err(missing()),
+            Err(e) if at::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR]) => return Err(missing()),
             Err(e) => return Err(io_err(name, "resolving the hard link target")(e)),
         };
-        let tlast = sys::cstring(tlast).map_err(io_err(name, "naming"))?;
-        let tst = sys::lstat_opt(tparent.fd.as_fd(), &tlast)
+        let tlast = at::cname(tlast).map_err(io_err(name, "naming"))?;
+        let tst = at::lstat_at_opt(tparent.fd.as_fd(), &tlast)
             .map_err(io_err(name, "stat of the hard link target"))?
             .ok_or_else(missing)?;
-        if sys::file_type(&tst) != libc::S_IFREG {
+        if at::kind_bits(&tst) != libc::S_IFREG {
             return Err(unsafe_err(
                 name,
                 format!("hard link target {tshown} is not a regular file"),
@@ -1116,16 +1113,16 @@ impl<'o> Unpacker<'o> {
         }
         let (parent, last) = self.parent(comps, name, true)?;
         let pfd = parent.fd.as_fd();
-        match sys::link_at(tparent.fd.as_fd(), &tlast, pfd, &last) {
-            Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {
-                let st = sys::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
-                if sys::id_of(&st) == sys::id_of(&tst) {
+        match at::link_at(tparent.fd.as_fd(), &tlast, pfd, &last) {
+            Err(e) if at::errno_is(&e, &[libc::EEXIST]) => {
+                let st = at::lstat_at(pfd, &last).map_err(io_err(name, "stat"))?;
+                if at::id_of(&st) == at::id_of(&tst) {
                     // Already that very file (a link to itself).
                     Ok(())
                 } else {
                     self.remove(pfd, &last)
                         .map_err(io_err(name, "removing what was there"))?;
-                    sys::link_at(tparent.fd.as_fd(), &tlast, pfd, &last)
+                    at::link_at(tparent.fd.as_fd(), &tlast, pfd, &last)
                 }
             }
             r => r,
@@ -1172,10 +1169,10 @@ impl<'o> Unpacker<'o> {
         let parent = match self.resolve(dir, false) {
             Ok(p) => p,
             // Nothing there to hide.
-            Err(e) if sys::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR]) => return Ok(()),
+            Err(e) if at::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR]) => return Ok(()),
             Err(e) => return Err(io_err(name, "resolving the parent directory")(e)),
         };
-        let ctarget = sys::cstring(target).map_err(io_err(name, "naming"))?;
+        let ctarget = at::cname(target).map_err(io_err(name, "naming"))?;
         if !self
             .layer
             .created
@@ -1188,8 +1185,8 @@ impl<'o> Unpacker<'o> {
         // This layer made it: the whiteout hides only what earlier layers
         // had, which for a directory is the part of its content this layer
         // did not create.
-        let st = sys::lstat_opt(parent.fd.as_fd(), &ctarget).map_err(io_err(name, "stat"))?;
-        if st.as_ref().is_some_and(sys::is_dir) {
+        let st = at::lstat_at_opt(parent.fd.as_fd(), &ctarget).map_err(io_err(name, "stat"))?;
+        if st.as_ref().is_some_and(at::is_dir) {
             let mut all = dir.to_vec();
             all.push(target);
             let d = self
@@ -1209,35 +1206,35 @@ impl<'o> Unpacker<'o> {
     fn prune(
         &mut self,
         dir: BorrowedFd,
-        dir_id: Id,
+        dir_id: InodeId,
         phys: &mut Vec<CString>,
         depth: u32,
     ) -> io::Result<()> {
         let names = {
-            let rd = sys::reopen_dir_readable(dir)?;
-            sys::read_names(rd.as_fd())?
+            let rd = at::reopen_dir_readable(dir)?;
+            at::read_dir_names(rd.as_fd(), usize::MAX)?.0
         };
         for child in names {
-            let Some(st) = sys::lstat_opt(dir, &child)? else {
+            let Some(st) = at::lstat_at_opt(dir, &child)? else {
                 continue;
             };
             let made = self
                 .layer
                 .created
                 .contains(&self.keys.child(dir_id, child.to_bytes()));
-            let keep = made || (sys::is_dir(&st) && self.layer.live.contains(&sys::id_of(&st)));
+            let keep = made || (at::is_dir(&st) && self.layer.live.contains(&at::id_of(&st)));
             if !keep {
-                sys::remove_tree(dir, &child, depth + 1)?;
+                remove_entry(dir, &child)?;
                 continue;
             }
-            if sys::is_dir(&st) {
-                if depth + 1 >= sys::MAX_REMOVE_DEPTH {
-                    return Err(sys::other("directory tree nested too deep"));
+            if at::is_dir(&st) {
+                if depth + 1 >= MAX_PRUNE_DEPTH {
+                    return Err(io::Error::other("directory tree nested too deep"));
                 }
-                let sub = sys::open_dir_path(dir, &child)?;
+                let sub = at::open_dir_path(dir, &child)?;
                 phys.push(child);
                 self.unlock_dir(dir, phys, &st);
-                self.prune(sub.as_fd(), sys::id_of(&st), phys, depth + 1)?;
+                self.prune(sub.as_fd(), at::id_of(&st), phys, depth + 1)?;
                 phys.pop();
             }
         }
@@ -1256,14 +1253,14 @@ impl<'o> Unpacker<'o> {
             return;
         };
         let old = st.st_mode & 0o7777;
-        if sys::chmod_at(parent, last, old | 0o700).is_ok() {
+        if at::chmod_at_checked(parent, last, old | 0o700).is_ok() {
             let name = phys_bytes(phys);
-            self.add_final(sys::id_of(st), phys.to_vec(), Shown(&name), None, Some(old));
+            self.add_final(at::id_of(st), phys.to_vec(), Shown(&name), None, Some(old));
         }
     }
 
     fn unlock_root(&mut self) -> Result<(), UnpackError> {
-        let st = sys::fstat(self.root.as_fd()).map_err(|source| UnpackError::Root {
+        let st = at::fstat(self.root.as_fd()).map_err(|source| UnpackError::Root {
             path: self.rootfs.clone(),
             source,
         })?;
@@ -1284,13 +1281,13 @@ impl<'o> Unpacker<'o> {
     /// The rootfs itself is changed through the caller's path (trusted,
     /// checked to still be our root): Linux cannot chmod an `O_PATH` fd.
     fn root_check(&self) -> io::Result<()> {
-        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-        sys::cvt(unsafe { libc::lstat(self.rootfs_c.as_ptr(), st.as_mut_ptr()) })?;
-        let st = unsafe { st.assume_init() };
-        if sys::is_dir(&st) && sys::id_of(&st) == self.root_id {
+        let st = at::lstat_path(&self.rootfs_c)?;
+        if at::is_dir(&st) && at::id_of(&st) == self.root_id {
             Ok(())
         } else {
-            Err(sys::other("the rootfs path no longer names the rootfs"))
+            Err(io::Error::other(
+                "the rootfs path no longer names the rootfs",
+            ))
         }
     }
 
@@ -1302,7 +1299,7 @@ impl<'o> Unpacker<'o> {
 
     fn root_chmod(&self, mode: libc::mode_t) -> io::Result<()> {
         self.root_check()?;
-        sys::cvt(unsafe { libc::chmod(self.rootfs_c.as_ptr(), mode) }).map(drop)
+        at::chmod_path(&self.rootfs_c, mode)
     }
 
     /// Gives the directories of this layer their final owner, mode and
@@ -1310,7 +1307,7 @@ impl<'o> Unpacker<'o> {
     /// is still reachable. A directory removed or replaced later in the
     /// layer is skipped.
     fn finalize(&mut self) -> Result<(), UnpackError> {
-        let mut finals: Vec<(Id, Final)> = self.layer.finals.drain().collect();
+        let mut finals: Vec<(InodeId, Final)> = self.layer.finals.drain().collect();
         // Deepest first; siblings and cousins next to each other, so the
         // walk down to each parent reuses most of the previous one.
         finals.sort_by(|a, b| {
@@ -1324,29 +1321,29 @@ impl<'o> Unpacker<'o> {
             };
             let pfd = match walk.open(self.root.as_fd(), dir) {
                 Ok(p) => p,
-                Err(e) if sys::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR, libc::ELOOP]) => {
-                    continue
-                }
+                Err(e) if at::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR, libc::ELOOP]) => continue,
                 Err(e) => return Err(io_err(Shown(&f.entry), "finishing directory")(e)),
             };
-            let st = sys::lstat_opt(pfd, last).map_err(io_err(Shown(&f.entry), "stat"))?;
-            if !st.is_some_and(|st| sys::is_dir(&st) && sys::id_of(&st) == id) {
+            let st = at::lstat_at_opt(pfd, last).map_err(io_err(Shown(&f.entry), "stat"))?;
+            if !st.is_some_and(|st| at::is_dir(&st) && at::id_of(&st) == id) {
                 continue;
             }
             if let Some(m) = f.meta {
                 if let Some((uid, gid)) = m.owner {
-                    sys::chown_at(pfd, last, uid, gid).map_err(io_err(Shown(&f.entry), "chown"))?;
+                    at::chown_at_nofollow(pfd, last, uid, gid)
+                        .map_err(io_err(Shown(&f.entry), "chown"))?;
                 }
                 // `st` is from before the chown, which keeps a directory's
                 // mode bits; setid bits are never in `m.mode`.
                 let current = st.map_or(0, |st| st.st_mode & 0o7777);
                 if current != m.mode {
-                    sys::chmod_at(pfd, last, m.mode).map_err(io_err(Shown(&f.entry), "chmod"))?;
+                    at::chmod_at_checked(pfd, last, m.mode)
+                        .map_err(io_err(Shown(&f.entry), "chmod"))?;
                 }
-                sys::times_at(pfd, last, &m.mtime)
+                at::utimens_at_nofollow(pfd, last, &[m.mtime, m.mtime])
                     .map_err(io_err(Shown(&f.entry), "setting times"))?;
             } else if let Some(mode) = f.restore {
-                sys::chmod_at(pfd, last, mode)
+                at::chmod_at_checked(pfd, last, mode)
                     .map_err(io_err(Shown(&f.entry), "restoring mode"))?;
             }
         }
@@ -1361,33 +1358,29 @@ impl<'o> Unpacker<'o> {
         if let Some(m) = f.meta {
             if let Some((uid, gid)) = m.owner {
                 self.root_check().map_err(root_err)?;
-                sys::cvt(unsafe {
-                    libc::fchownat(
-                        libc::AT_FDCWD,
-                        self.rootfs_c.as_ptr(),
-                        uid,
-                        gid,
-                        libc::AT_SYMLINK_NOFOLLOW,
-                    )
-                })
-                .map_err(root_err)?;
+                at::lchown_path(&self.rootfs_c, uid, gid).map_err(root_err)?;
             }
             self.root_chmod(m.mode).map_err(root_err)?;
-            let times = [m.mtime, m.mtime];
-            sys::cvt(unsafe {
-                libc::utimensat(
-                    libc::AT_FDCWD,
-                    self.rootfs_c.as_ptr(),
-                    times.as_ptr(),
-                    libc::AT_SYMLINK_NOFOLLOW,
-                )
-            })
-            .map_err(root_err)?;
+            at::utimens_path_nofollow(&self.rootfs_c, &[m.mtime, m.mtime]).map_err(root_err)?;
         } else if let Some(mode) = f.restore {
             self.root_chmod(mode).map_err(root_err)?;
         }
         Ok(())
     }
+}
+
+/// Removes `name` in `dir`, a whole tree if it is a directory, never
+/// following symlinks. `Ok(false)` when there was nothing to remove.
+fn remove_entry(dir: BorrowedFd, name: &CStr) -> io::Result<bool> {
+    let Some(st) = at::lstat_at_opt(dir, name)? else {
+        return Ok(false);
+    };
+    if at::is_dir(&st) {
+        crate::sys::dir::remove_tree_at(dir, name)?;
+    } else {
+        at::unlink_at(dir, name, 0)?;
+    }
+    Ok(true)
 }
 
 fn phys_bytes(phys: &[CString]) -> Vec<u8> {

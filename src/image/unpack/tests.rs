@@ -553,7 +553,7 @@ fn resolution_matches_openat2_in_root() {
         };
         if fd < 0 {
             let e = io::Error::last_os_error();
-            if sys::errno_is(&e, &[libc::ENOSYS, libc::EPERM]) {
+            if at::errno_is(&e, &[libc::ENOSYS, libc::EPERM]) {
                 eprintln!("skipped: no openat2 here");
                 return;
             }
@@ -561,8 +561,8 @@ fn resolution_matches_openat2_in_root() {
             assert_eq!(ours.raw_os_error(), e.raw_os_error(), "{n}: {ours} vs {e}");
         } else {
             let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
-            let st = sys::fstat(fd.as_fd()).unwrap();
-            assert_eq!(ours.unwrap(), sys::id_of(&st), "{n}");
+            let st = at::fstat(fd.as_fd()).unwrap();
+            assert_eq!(ours.unwrap(), at::id_of(&st), "{n}");
             compared += 1;
         }
     }
