@@ -15,7 +15,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use serde::Serialize;
 use super::config::Limits;
 use super::state::RunId;
 use crate::host::cgroup::{CgroupHost, Layout, LIMIT_CONTROLLERS};
+use crate::sys::at;
 use crate::sys::proc::PidFd;
 
 /// Limits as the kernel reports them after they were written.
@@ -67,32 +68,15 @@ pub struct CgroupRoots {
     hier: Vec<Hierarchy>,
 }
 
-fn open_dir(p: &Path) -> io::Result<OwnedFd> {
-    let c = CString::new(p.as_os_str().as_encoded_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::new(
-            io::Error::last_os_error().kind(),
-            format!("{}: {}", p.display(), io::Error::last_os_error()),
-        ));
-    }
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    at::open_path(path, libc::O_RDONLY | libc::O_DIRECTORY)
+        .map_err(|err| io::Error::new(err.kind(), format!("{}: {err}", path.display())))
 }
 
 fn openat(dir: &OwnedFd, name: &str, flags: i32) -> io::Result<File> {
-    let c = CString::new(name)
+    let cname = CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(unsafe { File::from_raw_fd(fd) })
+    at::open_at(dir.as_fd(), &cname, flags, 0).map(File::from)
 }
 
 fn read_at(dir: &OwnedFd, name: &str) -> Option<String> {
@@ -214,8 +198,7 @@ impl CgroupRoots {
             {
                 continue;
             }
-            if unsafe { libc::mkdirat(h.base.as_raw_fd(), cname.as_ptr(), 0o755) } != 0 {
-                let e = io::Error::last_os_error();
+            if let Err(e) = at::mkdir_at(h.base.as_fd(), &cname, 0o755) {
                 let cg = SandboxCgroup {
                     v1: self.v1,
                     name: name.to_string(),
@@ -545,13 +528,10 @@ impl SandboxCgroup {
             let h = &roots.hier[*i];
             let mut tries = 0;
             loop {
-                if unsafe { libc::unlinkat(h.base.as_raw_fd(), cname.as_ptr(), libc::AT_REMOVEDIR) }
-                    == 0
-                {
+                let Err(e) = at::unlink_at(h.base.as_fd(), &cname, libc::AT_REMOVEDIR) else {
                     removed += 1;
                     break;
-                }
-                let e = io::Error::last_os_error();
+                };
                 match e.raw_os_error() {
                     Some(libc::ENOENT) => break,
                     Some(libc::EBUSY) if tries < 300 => {
