@@ -5,7 +5,7 @@
 use super::*;
 use crate::image::digest::DigestReader;
 use std::fs;
-use std::io::{BufReader, Cursor};
+use std::io::{BufReader, Cursor, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
