@@ -189,16 +189,16 @@ impl CgroupRoots {
         let mut dirs = Vec::new();
         let cname = CString::new(name.as_str())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
-        for (i, h) in self.hier.iter().enumerate() {
+        for (index, hierarchy) in self.hier.iter().enumerate() {
             if self.v1
-                && !h
+                && !hierarchy
                     .controllers
                     .iter()
                     .any(|c| controllers.contains(&c.as_str()))
             {
                 continue;
             }
-            if let Err(e) = at::mkdir_at(h.base.as_fd(), &cname, 0o755) {
+            if let Err(e) = at::mkdir_at(hierarchy.base.as_fd(), &cname, 0o755) {
                 let cg = SandboxCgroup {
                     v1: self.v1,
                     name: name.to_string(),
@@ -209,12 +209,12 @@ impl CgroupRoots {
                     e.kind(),
                     format!(
                         "creating cgroup {}: {e}",
-                        h.mount.join(self.rel()).join(name).display()
+                        hierarchy.mount.join(self.rel()).join(name).display()
                     ),
                 ));
             }
-            let fd = openat(&h.base, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
-            dirs.push((i, OwnedFd::from(fd)));
+            let fd = openat(&hierarchy.base, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
+            dirs.push((index, OwnedFd::from(fd)));
         }
         Ok(SandboxCgroup {
             v1: self.v1,
@@ -524,11 +524,12 @@ impl SandboxCgroup {
         let cname = CString::new(self.name.as_str())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL"))?;
         let mut removed = 0;
-        for (i, _) in &self.dirs {
-            let h = &roots.hier[*i];
+        for (index, _) in &self.dirs {
+            let hierarchy = &roots.hier[*index];
             let mut tries = 0;
             loop {
-                let Err(e) = at::unlink_at(h.base.as_fd(), &cname, libc::AT_REMOVEDIR) else {
+                let Err(e) = at::unlink_at(hierarchy.base.as_fd(), &cname, libc::AT_REMOVEDIR)
+                else {
                     removed += 1;
                     break;
                 };
@@ -546,7 +547,7 @@ impl SandboxCgroup {
                             e.kind(),
                             format!(
                                 "removing cgroup {}: {e}",
-                                h.mount.join(roots.rel()).join(&self.name).display()
+                                hierarchy.mount.join(roots.rel()).join(&self.name).display()
                             ),
                         ))
                     }

@@ -38,23 +38,23 @@ pub fn detect(r: &mut impl BufRead) -> io::Result<Compression> {
 pub fn decompress<'a>(mut r: impl BufRead + 'a) -> io::Result<Box<dyn BufRead + 'a>> {
     let buf = r.fill_buf()?;
     if buf.len() >= ZSTD_MAGIC.len() || buf.is_empty() {
-        let c = sniff(buf)?;
-        return wrap(c, r);
+        let compression = sniff(buf)?;
+        return wrap(compression, r);
     }
     // Short buffer (a pipe, a nearly drained BufReader): take the first
     // bytes out and chain them back in front.
     let mut head = Vec::with_capacity(ZSTD_MAGIC.len());
     while head.len() < ZSTD_MAGIC.len() {
-        let b = r.fill_buf()?;
-        if b.is_empty() {
+        let chunk = r.fill_buf()?;
+        if chunk.is_empty() {
             break;
         }
-        let n = b.len().min(ZSTD_MAGIC.len() - head.len());
-        head.extend_from_slice(&b[..n]);
+        let n = chunk.len().min(ZSTD_MAGIC.len() - head.len());
+        head.extend_from_slice(&chunk[..n]);
         r.consume(n);
     }
-    let c = sniff(&head)?;
-    wrap(c, io::Cursor::new(head).chain(r))
+    let compression = sniff(&head)?;
+    wrap(compression, io::Cursor::new(head).chain(r))
 }
 
 fn sniff(head: &[u8]) -> io::Result<Compression> {
@@ -77,8 +77,8 @@ fn sniff(head: &[u8]) -> io::Result<Compression> {
 /// straight from it).
 const DECOMPRESSED_BUF: usize = 256 << 10;
 
-fn wrap<'a>(c: Compression, r: impl BufRead + 'a) -> io::Result<Box<dyn BufRead + 'a>> {
-    Ok(match c {
+fn wrap<'a>(compression: Compression, r: impl BufRead + 'a) -> io::Result<Box<dyn BufRead + 'a>> {
+    Ok(match compression {
         Compression::None => Box::new(r),
         Compression::Gzip => Box::new(io::BufReader::with_capacity(
             DECOMPRESSED_BUF,

@@ -16,19 +16,19 @@ use crate::sys::at::{self, InodeId};
 impl Unpacker<'_> {
     pub(super) fn file<R: BufRead>(
         &mut self,
-        e: &TarEntry,
+        entry: &TarEntry,
         comps: &[&[u8]],
         name: Shown<'_>,
-        rd: &mut TarReader<R>,
+        tar: &mut TarReader<R>,
     ) -> Result<(), UnpackError> {
-        let expected = e.sparse.as_ref().map_or(e.size, |s| s.real_size);
+        let expected = entry.sparse.as_ref().map_or(entry.size, |s| s.real_size);
         if self.report.bytes.saturating_add(expected) > self.opts.max_bytes {
             return Err(UnpackError::TooLarge {
                 entry: name.to_string(),
                 limit: self.opts.max_bytes,
             });
         }
-        let meta = self.meta(e, name, true)?;
+        let meta = self.meta(entry, name, true)?;
         let (parent, last) = self.parent(comps, name, true)?;
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
         // Created with its final mode when the umask leaves that intact and
@@ -48,21 +48,21 @@ impl Unpacker<'_> {
         self.note_created(&parent, last.to_bytes());
         let file = File::from(fd);
 
-        let copied = match &e.sparse {
-            None => copy_data(rd, &file, e.size, name)?,
+        let copied = match &entry.sparse {
+            None => copy_data(tar, &file, entry.size, name)?,
             Some(sparse) => {
                 let mut copied = 0;
                 for &(at, len) in &sparse.map {
                     (&file)
                         .seek(SeekFrom::Start(at))
                         .map_err(io_err(name, "seeking over a hole"))?;
-                    let n = copy_data(rd, &file, len, name)?;
+                    let n = copy_data(tar, &file, len, name)?;
                     copied += n;
                     if n < len {
                         break;
                     }
                 }
-                if copied == e.size {
+                if copied == entry.size {
                     // A hole at the end has no write to give the file its
                     // length.
                     file.set_len(sparse.real_size)
@@ -98,11 +98,11 @@ impl Unpacker<'_> {
 
     pub(super) fn dir(
         &mut self,
-        e: &TarEntry,
+        entry: &TarEntry,
         comps: &[&[u8]],
         name: Shown<'_>,
     ) -> Result<(), UnpackError> {
-        let meta = self.meta(e, name, true)?;
+        let meta = self.meta(entry, name, true)?;
         self.report.dirs += 1;
         let dmeta = DirMeta {
             owner: meta.owner,
@@ -177,38 +177,38 @@ impl Unpacker<'_> {
             meta: None,
             restore: None,
         };
-        let f = match self.layer.finals.entry(id) {
+        let slot = match self.layer.finals.entry(id) {
             Entry::Occupied(o) if o.get().phys != phys => {
-                let f = o.into_mut();
-                *f = fresh(phys);
-                f
+                let slot = o.into_mut();
+                *slot = fresh(phys);
+                slot
             }
             Entry::Occupied(o) => o.into_mut(),
             Entry::Vacant(v) => v.insert(fresh(phys)),
         };
         if meta.is_some() {
-            f.meta = meta;
-            f.entry = name.0.to_vec();
+            slot.meta = meta;
+            slot.entry = name.0.to_vec();
         }
-        if f.restore.is_none() {
-            f.restore = restore;
+        if slot.restore.is_none() {
+            slot.restore = restore;
         }
     }
 
     pub(super) fn symlink(
         &mut self,
-        e: &TarEntry,
+        entry: &TarEntry,
         comps: &[&[u8]],
         name: Shown<'_>,
     ) -> Result<(), UnpackError> {
-        if e.link.is_empty() {
+        if entry.link.is_empty() {
             return Err(unsafe_err(name, "symlink without a target"));
         }
         // The target is kept as text; resolving it is left to whoever
         // reads the rootfs (and to our in-root resolution of parents).
-        let target = CString::new(e.link.as_slice())
+        let target = CString::new(entry.link.as_slice())
             .map_err(|_| unsafe_err(name, "NUL in symlink target"))?;
-        let meta = self.meta(e, name, false)?;
+        let meta = self.meta(entry, name, false)?;
         let (parent, last) = self.parent(comps, name, true)?;
         let pfd = parent.fd.as_fd();
         match at::symlink_at(&target, pfd, &last) {
@@ -234,11 +234,11 @@ impl Unpacker<'_> {
 
     pub(super) fn hardlink(
         &mut self,
-        e: &TarEntry,
+        entry: &TarEntry,
         comps: &[&[u8]],
         name: Shown<'_>,
     ) -> Result<(), UnpackError> {
-        let target = &e.link;
+        let target = &entry.link;
         if target.is_empty() {
             return Err(unsafe_err(name, "hard link without a target"));
         }
@@ -305,12 +305,12 @@ impl Unpacker<'_> {
             .ok_or_else(|| unsafe_err(name, "names the root itself"))?;
         if *last == b".wh..wh..opq" {
             // The layer has this directory: make it if it is missing.
-            let d = self
+            let opaque = self
                 .resolve(dir, true)
                 .map_err(io_err(name, "resolving the opaque directory"))?;
-            let mut phys = d.phys.clone();
+            let mut phys = opaque.phys.clone();
             self.layer.cache.clear();
-            self.prune(d.fd.as_fd(), d.id, &mut phys, 0)
+            self.prune(opaque.fd.as_fd(), opaque.id, &mut phys, 0)
                 .map_err(io_err(name, "emptying the opaque directory"))?;
             self.report.opaque_dirs += 1;
             return Ok(());
@@ -347,12 +347,12 @@ impl Unpacker<'_> {
         if st.as_ref().is_some_and(at::is_dir) {
             let mut all = dir.to_vec();
             all.push(target);
-            let d = self
+            let whited_out = self
                 .resolve(&all, false)
                 .map_err(io_err(name, "resolving"))?;
-            let mut phys = d.phys.clone();
+            let mut phys = whited_out.phys.clone();
             self.layer.cache.clear();
-            self.prune(d.fd.as_fd(), d.id, &mut phys, 0)
+            self.prune(whited_out.fd.as_fd(), whited_out.id, &mut phys, 0)
                 .map_err(io_err(name, "removing earlier layers' content"))?;
         }
         Ok(())

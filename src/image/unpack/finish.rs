@@ -162,55 +162,57 @@ impl Unpacker<'_> {
             (b.1.phys.len().cmp(&a.1.phys.len())).then_with(|| a.1.phys.cmp(&b.1.phys))
         });
         let mut walk = PhysWalk::default();
-        for (id, f) in finals {
-            let Some((last, dir)) = f.phys.split_last() else {
-                self.finish_root(&f)?;
+        for (id, dir_final) in finals {
+            let Some((last, dir)) = dir_final.phys.split_last() else {
+                self.finish_root(&dir_final)?;
                 continue;
             };
             let pfd = match walk.open(self.root.as_fd(), dir) {
                 Ok(p) => p,
                 Err(e) if at::errno_is(&e, &[libc::ENOENT, libc::ENOTDIR, libc::ELOOP]) => continue,
-                Err(e) => return Err(io_err(Shown(&f.entry), "finishing directory")(e)),
+                Err(e) => return Err(io_err(Shown(&dir_final.entry), "finishing directory")(e)),
             };
-            let st = at::lstat_at_opt(pfd, last).map_err(io_err(Shown(&f.entry), "stat"))?;
+            let st =
+                at::lstat_at_opt(pfd, last).map_err(io_err(Shown(&dir_final.entry), "stat"))?;
             if !st.is_some_and(|st| at::is_dir(&st) && at::id_of(&st) == id) {
                 continue;
             }
-            if let Some(m) = f.meta {
-                if let Some((uid, gid)) = m.owner {
+            if let Some(meta) = dir_final.meta {
+                if let Some((uid, gid)) = meta.owner {
                     at::chown_at_nofollow(pfd, last, uid, gid)
-                        .map_err(io_err(Shown(&f.entry), "chown"))?;
+                        .map_err(io_err(Shown(&dir_final.entry), "chown"))?;
                 }
                 // `st` is from before the chown, which keeps a directory's
-                // mode bits; setid bits are never in `m.mode`.
+                // mode bits; setid bits are never in `meta.mode`.
                 let current = st.map_or(0, |st| st.st_mode & 0o7777);
-                if current != m.mode {
-                    at::chmod_at_checked(pfd, last, m.mode)
-                        .map_err(io_err(Shown(&f.entry), "chmod"))?;
+                if current != meta.mode {
+                    at::chmod_at_checked(pfd, last, meta.mode)
+                        .map_err(io_err(Shown(&dir_final.entry), "chmod"))?;
                 }
-                at::utimens_at_nofollow(pfd, last, &[m.mtime, m.mtime])
-                    .map_err(io_err(Shown(&f.entry), "setting times"))?;
-            } else if let Some(mode) = f.restore {
+                at::utimens_at_nofollow(pfd, last, &[meta.mtime, meta.mtime])
+                    .map_err(io_err(Shown(&dir_final.entry), "setting times"))?;
+            } else if let Some(mode) = dir_final.restore {
                 at::chmod_at_checked(pfd, last, mode)
-                    .map_err(io_err(Shown(&f.entry), "restoring mode"))?;
+                    .map_err(io_err(Shown(&dir_final.entry), "restoring mode"))?;
             }
         }
         Ok(())
     }
 
-    pub(super) fn finish_root(&self, f: &Final) -> Result<(), UnpackError> {
+    pub(super) fn finish_root(&self, dir_final: &Final) -> Result<(), UnpackError> {
         let root_err = |source| UnpackError::Root {
             path: self.rootfs.clone(),
             source,
         };
-        if let Some(m) = f.meta {
-            if let Some((uid, gid)) = m.owner {
+        if let Some(meta) = dir_final.meta {
+            if let Some((uid, gid)) = meta.owner {
                 self.root_check().map_err(root_err)?;
                 at::lchown_path(&self.rootfs_c, uid, gid).map_err(root_err)?;
             }
-            self.root_chmod(m.mode).map_err(root_err)?;
-            at::utimens_path_nofollow(&self.rootfs_c, &[m.mtime, m.mtime]).map_err(root_err)?;
-        } else if let Some(mode) = f.restore {
+            self.root_chmod(meta.mode).map_err(root_err)?;
+            at::utimens_path_nofollow(&self.rootfs_c, &[meta.mtime, meta.mtime])
+                .map_err(root_err)?;
+        } else if let Some(mode) = dir_final.restore {
             self.root_chmod(mode).map_err(root_err)?;
         }
         Ok(())

@@ -142,9 +142,9 @@ pub fn apply_layer(
     layer: impl BufRead,
     opts: &UnpackOptions,
 ) -> Result<UnpackReport, UnpackError> {
-    let mut u = Unpacker::open(rootfs, opts)?;
-    u.apply(layer)?;
-    Ok(u.report)
+    let mut unpacker = Unpacker::open(rootfs, opts)?;
+    unpacker.apply(layer)?;
+    Ok(unpacker.report)
 }
 
 /// Applies layers in order; the limits hold across all of them and the
@@ -154,14 +154,14 @@ pub fn apply_layers(
     layers: impl IntoIterator<Item = impl BufRead>,
     opts: &UnpackOptions,
 ) -> Result<UnpackReport, UnpackError> {
-    let mut u = Unpacker::open(rootfs, opts)?;
+    let mut unpacker = Unpacker::open(rootfs, opts)?;
     for (i, layer) in layers.into_iter().enumerate() {
-        u.apply(layer).map_err(|e| UnpackError::Layer {
+        unpacker.apply(layer).map_err(|e| UnpackError::Layer {
             index: i + 1,
             source: Box::new(e),
         })?;
     }
-    Ok(u.report)
+    Ok(unpacker.report)
 }
 
 // ---- the unpacker ----
@@ -264,14 +264,14 @@ struct Unpacker<'o> {
 /// straight from the stream's buffer; the bytes copied (fewer only at the
 /// entry's end or where the stream ends early).
 fn copy_data<R: BufRead>(
-    rd: &mut TarReader<R>,
+    tar: &mut TarReader<R>,
     mut file: &File,
     max: u64,
     name: Shown<'_>,
 ) -> Result<u64, UnpackError> {
     let mut done = 0u64;
     while done < max {
-        let avail = rd.data().map_err(|source| UnpackError::Tar {
+        let avail = tar.data().map_err(|source| UnpackError::Tar {
             at: format!("entry {name}"),
             source,
         })?;
@@ -283,7 +283,7 @@ fn copy_data<R: BufRead>(
             .min(usize::try_from(max - done).unwrap_or(usize::MAX));
         file.write_all(&avail[..n])
             .map_err(io_err(name, "writing"))?;
-        rd.consume_data(n);
+        tar.consume_data(n);
         done += n as u64;
     }
     Ok(done)
@@ -329,8 +329,8 @@ impl<'o> Unpacker<'o> {
     fn apply(&mut self, layer: impl BufRead) -> Result<(), UnpackError> {
         self.layer.clear();
         self.unlock_root()?;
-        let mut rd = TarReader::new(layer, META_MAX);
-        let mut e = TarEntry::default();
+        let mut tar = TarReader::new(layer, META_MAX);
+        let mut entry = TarEntry::default();
         // The previous entry's name, for messages; it and the entry's name
         // buffer swap places after every entry.
         let mut last: Option<Vec<u8>> = None;
@@ -339,12 +339,12 @@ impl<'o> Unpacker<'o> {
             None => "the first entry".to_owned(),
         };
         loop {
-            match rd.next(&mut e) {
+            match tar.next(&mut entry) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(err) => return Err(tar_error(err, after(&last))),
             }
-            let name = Shown(&e.name);
+            let name = Shown(&entry.name);
             self.entries += 1;
             if self.entries > self.opts.max_entries {
                 return Err(UnpackError::TooManyEntries {
@@ -354,20 +354,20 @@ impl<'o> Unpacker<'o> {
             }
             // Data the tar carries counts whether we write it or not (a
             // "device" with gigabytes of data is read through too).
-            self.data_seen = self.data_seen.saturating_add(e.size);
+            self.data_seen = self.data_seen.saturating_add(entry.size);
             if self.data_seen > self.opts.max_bytes {
                 return Err(UnpackError::TooLarge {
                     entry: name.to_string(),
                     limit: self.opts.max_bytes,
                 });
             }
-            self.entry(&e, name, &mut rd)?;
+            self.entry(&entry, name, &mut tar)?;
             match &mut last {
-                Some(l) => std::mem::swap(l, &mut e.name),
-                None => last = Some(std::mem::take(&mut e.name)),
+                Some(l) => std::mem::swap(l, &mut entry.name),
+                None => last = Some(std::mem::take(&mut entry.name)),
             }
         }
-        if !rd.saw_end_marker() && rd.position() > 0 {
+        if !tar.saw_end_marker() && tar.position() > 0 {
             return Err(UnpackError::Truncated {
                 at: match &last {
                     Some(n) => format!("the end, after entry {}", Shown(n)),
@@ -378,22 +378,22 @@ impl<'o> Unpacker<'o> {
         }
         // Read the padding through: a compressed stream's trailer is
         // checked and a digesting reader below sees every byte.
-        rd.finish(TRAILER_MAX)
+        tar.finish(TRAILER_MAX)
             .map_err(|err| tar_error(err, "the end-of-archive marker".into()))?;
         self.finalize()
     }
 
     fn entry<R: BufRead>(
         &mut self,
-        e: &TarEntry,
+        entry: &TarEntry,
         name: Shown<'_>,
-        rd: &mut TarReader<R>,
+        tar: &mut TarReader<R>,
     ) -> Result<(), UnpackError> {
-        if e.kind == b'g' {
+        if entry.kind == b'g' {
             // PAX global records: nothing in them is applied.
             return Ok(());
         }
-        let comps = normalise(&e.name).map_err(|why| unsafe_err(name, why))?;
+        let comps = normalise(&entry.name).map_err(|why| unsafe_err(name, why))?;
         if !self.layer.names.insert(self.keys.name(&comps)) {
             return Err(UnpackError::Duplicate {
                 entry: name.to_string(),
@@ -402,15 +402,15 @@ impl<'o> Unpacker<'o> {
         if comps.last().is_some_and(|c| c.starts_with(b".wh.")) {
             return self.whiteout(&comps, name);
         }
-        match e.kind {
-            b'5' => self.dir(e, &comps, name),
+        match entry.kind {
+            b'5' => self.dir(entry, &comps, name),
             // Old tars mark directories by a trailing slash on a type-NUL
             // entry.
-            0 if e.name.ends_with(b"/") => self.dir(e, &comps, name),
+            0 if entry.name.ends_with(b"/") => self.dir(entry, &comps, name),
             // Regular, contiguous, GNU sparse.
-            0 | b'0' | b'7' | b'S' => self.file(e, &comps, name, rd),
-            b'2' => self.symlink(e, &comps, name),
-            b'1' => self.hardlink(e, &comps, name),
+            0 | b'0' | b'7' | b'S' => self.file(entry, &comps, name, tar),
+            b'2' => self.symlink(entry, &comps, name),
+            b'1' => self.hardlink(entry, &comps, name),
             // Character and block devices, FIFOs.
             b'3' | b'4' | b'6' => self.device(&comps, name),
             other => {
@@ -430,11 +430,11 @@ impl<'o> Unpacker<'o> {
     /// and PAX records.
     fn meta<'e>(
         &mut self,
-        e: &'e TarEntry,
+        entry: &'e TarEntry,
         name: Shown<'_>,
         count_setid: bool,
     ) -> Result<Meta<'e>, UnpackError> {
-        if e.pax_sparse {
+        if entry.pax_sparse {
             // PAX sparse files (what `tar --format=posix --sparse` writes)
             // keep their real name and their map in these records and the
             // entry's data; taken as a plain entry they would land as
@@ -448,14 +448,14 @@ impl<'o> Unpacker<'o> {
                 ),
             });
         }
-        let mut mode = e.mode as u32 & 0o7777;
+        let mut mode = entry.mode as u32 & 0o7777;
         if mode & 0o6000 != 0 {
             mode &= !0o6000;
             if count_setid {
                 self.report.setid_stripped += 1;
             }
         }
-        let (uid, gid) = (e.uid, e.gid);
+        let (uid, gid) = (entry.uid, entry.gid);
         let owner = match self.opts.owner {
             OwnerMode::Caller => {
                 if (uid, gid) != (0, 0) {
@@ -485,8 +485,8 @@ impl<'o> Unpacker<'o> {
         Ok(Meta {
             mode,
             owner,
-            mtime: at::timespec(e.mtime.0, e.mtime.1.into()),
-            xattrs: &e.xattrs,
+            mtime: at::timespec(entry.mtime.0, entry.mtime.1.into()),
+            xattrs: &entry.xattrs,
         })
     }
 
