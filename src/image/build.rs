@@ -671,6 +671,8 @@ fn has_xattr(path: &Path, name: &str) -> bool {
         return false;
     };
     let mut buf = [0u8; 8];
+    // SAFETY: `p` and `n` are NUL-terminated and outlive the call; `buf` is
+    // valid for writes of its length, which lgetxattr never exceeds.
     let r = unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
     r >= 0
 }

@@ -449,6 +449,8 @@ mod tests {
                 let _ = nix::unistd::write(&ready_w, if ok { b"1" } else { b"0" });
                 let mut b = [0u8; 1];
                 let _ = nix::unistd::read(hold_r.as_raw_fd(), &mut b);
+                // SAFETY: leaves the forked child at once, without running
+                // the test harness's destructors or atexit handlers.
                 unsafe { libc::_exit(0) }
             }
             ForkResult::Parent { child } => child,
@@ -505,6 +507,8 @@ mod tests {
                         }
                     }
                 }
+                // SAFETY: as for the first child: leave without unwinding
+                // into the test harness.
                 unsafe { libc::_exit(code) }
             }
             ForkResult::Parent { child } => child,

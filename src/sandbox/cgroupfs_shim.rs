@@ -297,6 +297,9 @@ fn replace_with_clone(tree: &Path) -> bool {
     // One detach of the whole subtree: one RCU grace period, not one per
     // hierarchy.
     let _ = umount2(CGROUP_ROOT, MntFlags::MNT_DETACH);
+    // SAFETY: `fd` is the detached tree open_tree just gave us, owned above
+    // and alive for the call; the empty path and `target` are
+    // NUL-terminated strings the kernel only reads.
     let r = unsafe {
         libc::syscall(
             libc::SYS_move_mount,

@@ -15,7 +15,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use serde::Serialize;
 use super::config::Limits;
 use super::state::RunId;
 use crate::host::cgroup::{CgroupHost, Layout, LIMIT_CONTROLLERS};
+use crate::sys::at;
 use crate::sys::proc::PidFd;
 
 /// Limits as the kernel reports them after they were written.
@@ -67,32 +68,15 @@ pub struct CgroupRoots {
     hier: Vec<Hierarchy>,
 }
 
-fn open_dir(p: &Path) -> io::Result<OwnedFd> {
-    let c = CString::new(p.as_os_str().as_encoded_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::new(
-            io::Error::last_os_error().kind(),
-            format!("{}: {}", p.display(), io::Error::last_os_error()),
-        ));
-    }
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    at::open_path(path, libc::O_RDONLY | libc::O_DIRECTORY)
+        .map_err(|err| io::Error::new(err.kind(), format!("{}: {err}", path.display())))
 }
 
 fn openat(dir: &OwnedFd, name: &str, flags: i32) -> io::Result<File> {
-    let c = CString::new(name)
+    let cname = CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(unsafe { File::from_raw_fd(fd) })
+    at::open_at(dir.as_fd(), &cname, flags, 0).map(File::from)
 }
 
 fn read_at(dir: &OwnedFd, name: &str) -> Option<String> {
@@ -205,17 +189,16 @@ impl CgroupRoots {
         let mut dirs = Vec::new();
         let cname = CString::new(name.as_str())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
-        for (i, h) in self.hier.iter().enumerate() {
+        for (index, hierarchy) in self.hier.iter().enumerate() {
             if self.v1
-                && !h
+                && !hierarchy
                     .controllers
                     .iter()
                     .any(|c| controllers.contains(&c.as_str()))
             {
                 continue;
             }
-            if unsafe { libc::mkdirat(h.base.as_raw_fd(), cname.as_ptr(), 0o755) } != 0 {
-                let e = io::Error::last_os_error();
+            if let Err(e) = at::mkdir_at(hierarchy.base.as_fd(), &cname, 0o755) {
                 let cg = SandboxCgroup {
                     v1: self.v1,
                     name: name.to_string(),
@@ -226,12 +209,12 @@ impl CgroupRoots {
                     e.kind(),
                     format!(
                         "creating cgroup {}: {e}",
-                        h.mount.join(self.rel()).join(name).display()
+                        hierarchy.mount.join(self.rel()).join(name).display()
                     ),
                 ));
             }
-            let fd = openat(&h.base, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
-            dirs.push((i, OwnedFd::from(fd)));
+            let fd = openat(&hierarchy.base, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
+            dirs.push((index, OwnedFd::from(fd)));
         }
         Ok(SandboxCgroup {
             v1: self.v1,
@@ -541,17 +524,15 @@ impl SandboxCgroup {
         let cname = CString::new(self.name.as_str())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL"))?;
         let mut removed = 0;
-        for (i, _) in &self.dirs {
-            let h = &roots.hier[*i];
+        for (index, _) in &self.dirs {
+            let hierarchy = &roots.hier[*index];
             let mut tries = 0;
             loop {
-                if unsafe { libc::unlinkat(h.base.as_raw_fd(), cname.as_ptr(), libc::AT_REMOVEDIR) }
-                    == 0
-                {
+                let Err(e) = at::unlink_at(hierarchy.base.as_fd(), &cname, libc::AT_REMOVEDIR)
+                else {
                     removed += 1;
                     break;
-                }
-                let e = io::Error::last_os_error();
+                };
                 match e.raw_os_error() {
                     Some(libc::ENOENT) => break,
                     Some(libc::EBUSY) if tries < 300 => {
@@ -566,7 +547,7 @@ impl SandboxCgroup {
                             e.kind(),
                             format!(
                                 "removing cgroup {}: {e}",
-                                h.mount.join(roots.rel()).join(&self.name).display()
+                                hierarchy.mount.join(roots.rel()).join(&self.name).display()
                             ),
                         ))
                     }

@@ -44,6 +44,8 @@ impl Executor for SandboxExecutor {
         // Die with cbrun. Set here, after libcontainer's setuid (which would
         // clear it) and while cbrun is certainly alive: it is blocked
         // waiting for this process to report ready.
+        // SAFETY: prctl with plain integer arguments; it changes only this
+        // process's parent-death signal.
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
             return Err(ExecutorValidationError::ArgValidationError(
                 "cannot set the parent-death signal".into(),
@@ -52,6 +54,8 @@ impl Executor for SandboxExecutor {
         // Let cbrun (same ids outside) open /proc/<init>/ns/* while the
         // sandbox waits to start: the egress proxy listens inside its netns.
         // The command's execve makes it dumpable anyway.
+        // SAFETY: prctl with plain integer arguments; only this process's
+        // dumpable flag changes.
         if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
             return Err(ExecutorValidationError::ArgValidationError(
                 "cannot make the sandbox's init dumpable".into(),
@@ -93,6 +97,8 @@ impl SandboxExecutor {
         }
         drop_all_capabilities()
             .map_err(|e| ExecutorError::Other(format!("dropping capabilities: {e}")))?;
+        // SAFETY: prctl with plain integer arguments; a query, nothing
+        // changes.
         if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } != 1 {
             return Err(ExecutorError::Other("no_new_privs is not set".into()));
         }
@@ -181,6 +187,8 @@ fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
     // libcontainer made this process non-dumpable, which leaves its /proc
     // files owned by host root and the maps unwritable. execve resets it
     // anyway.
+    // SAFETY: prctl with plain integer arguments; only this process's
+    // dumpable flag changes.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -192,6 +200,11 @@ fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
 
 /// `ip link set lo up`, with one ioctl pair.
 fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: the socket is ours, used only in this block and closed once at
+    // its end; `req` is a zeroed ifreq (plain integers and arrays, so zero
+    // is valid) whose NUL-terminated name fits ifr_name; SIOCGIFFLAGS writes
+    // and SIOCSIFFLAGS reads only that struct, and ifru_flags is the union
+    // member both use.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {

@@ -51,6 +51,9 @@ pub fn run_as_init(path: &CString, args: &[CString]) -> ! {
         eprintln!("cbrun: init: hiding cbrun's memory from the sandbox: {e}");
         std::process::exit(super::outcome::exit::CBRUN_ERROR);
     }
+    // SAFETY: this init is a fork of cbrun and has a single thread, so no
+    // lock can be held by a thread that does not exist in the child; the
+    // child only resets its signal mask and execs (or reports and exits).
     let child = match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             let _ = SigSet::empty().thread_set_mask();

@@ -693,6 +693,7 @@ fn clamp_rlimit(res: RlimitResource, want: u64) -> u64 {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: `cur` is a valid rlimit for getrlimit to write into.
     if unsafe { libc::getrlimit(res, &mut cur) } != 0 {
         return want;
     }
@@ -928,10 +929,13 @@ fn pidns_members(ns: u64) -> Vec<i32> {
 }
 
 fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes plain integers; an unknown pid is ESRCH.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
     if fd < 0 {
         None
     } else {
+        // SAFETY: pidfd_open just returned this descriptor; nothing else
+        // owns it.
         Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
     }
 }

@@ -14,7 +14,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -213,8 +213,14 @@ impl RunDir {
                 .open(&owner_path)
                 .map_err(io_err(&owner_path))?;
             // Exclusive, held until we drop it (or die).
-            if unsafe { libc::flock(owner.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                return Err(io_err(&owner_path)(io::Error::last_os_error()));
+            match crate::sys::at::try_lock_exclusive(owner.as_fd()) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(io_err(&owner_path)(io::Error::from_raw_os_error(
+                        libc::EWOULDBLOCK,
+                    )))
+                }
+                Err(e) => return Err(io_err(&owner_path)(e)),
             }
             let mut rd = RunDir {
                 id,

@@ -35,6 +35,21 @@ pub fn cpath(p: &OsStr) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
 }
 
+/// A C string of one name's bytes (a tar entry's, a directory entry's); a
+/// NUL inside is an error.
+pub fn cname(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))
+}
+
+/// Whether `err` is one of the `errno` values `codes`.
+pub fn errno_is(err: &io::Error, codes: &[libc::c_int]) -> bool {
+    err.raw_os_error().is_some_and(|code| codes.contains(&code))
+}
+
+pub fn is_dir(st: &libc::stat) -> bool {
+    kind_bits(st) == libc::S_IFDIR
+}
+
 /// `open(2)` of a whole path. Only for paths the caller chose (a trial
 /// root, a `--workspace`), never for paths below a folder a sandbox writes.
 pub fn open_path(p: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
@@ -50,6 +65,46 @@ pub fn mkdir_path(p: &Path, mode: libc::mode_t) -> io::Result<()> {
     let c = cpath(p.as_os_str())?;
     // SAFETY: `c` is a valid NUL-terminated string.
     cvt(unsafe { libc::mkdir(c.as_ptr(), mode) }).map(drop)
+}
+
+/// `lstat(2)` of a whole path the caller chose: the entry itself.
+pub fn lstat_path(path: &CStr) -> io::Result<libc::stat> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `path` is NUL-terminated and `st` a buffer of the right size,
+    // both valid for the call.
+    cvt(unsafe { libc::lstat(path.as_ptr(), st.as_mut_ptr()) })?;
+    // SAFETY: lstat succeeded, so it initialised the whole struct.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `chmod(2)` of a whole path the caller chose; follows a symlink, so the
+/// caller checks first that the path is not one.
+pub fn chmod_path(path: &CStr, mode: libc::mode_t) -> io::Result<()> {
+    // SAFETY: a NUL-terminated string, only read.
+    cvt(unsafe { libc::chmod(path.as_ptr(), mode) }).map(drop)
+}
+
+/// `lchown(2)` of a whole path the caller chose: the entry itself.
+pub fn lchown_path(path: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: a NUL-terminated string, only read.
+    cvt(unsafe { libc::lchown(path.as_ptr(), uid, gid) }).map(drop)
+}
+
+/// Times of a whole path the caller chose, the entry itself (a symlink's
+/// own times, not its target's).
+pub fn utimens_path_nofollow(path: &CStr, times: &[libc::timespec; 2]) -> io::Result<()> {
+    // SAFETY: a NUL-terminated string and two initialised timespecs, only
+    // read; AT_FDCWD makes `path` relative to the working directory as a
+    // plain path call would.
+    cvt(unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(drop)
 }
 
 /// `openat(2)`; `O_CLOEXEC` is always added. `mode` only matters with
@@ -130,6 +185,32 @@ pub fn lstat_at(dir: BorrowedFd, name: &CStr) -> io::Result<libc::stat> {
     })?;
     // SAFETY: fstatat succeeded, so it initialised the whole struct.
     Ok(unsafe { st.assume_init() })
+}
+
+/// [`lstat_at`], with "does not exist" as `None`.
+pub fn lstat_at_opt(dir: BorrowedFd, name: &CStr) -> io::Result<Option<libc::stat>> {
+    match lstat_at(dir, name) {
+        Ok(st) => Ok(Some(st)),
+        Err(err) if errno_is(&err, &[libc::ENOENT]) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// An `O_PATH` handle on the directory `name` in `dir`; a symlink is not
+/// followed (ENOTDIR or ELOOP).
+pub fn open_dir_path(dir: BorrowedFd, name: &CStr) -> io::Result<OwnedFd> {
+    open_at(
+        dir,
+        name,
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+        0,
+    )
+}
+
+/// A readable descriptor on the directory `dir` itself (for listing), from
+/// any descriptor on it, `O_PATH` included.
+pub fn reopen_dir_readable(dir: BorrowedFd) -> io::Result<OwnedFd> {
+    open_at(dir, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)
 }
 
 pub fn mkdir_at(dir: BorrowedFd, name: &CStr, mode: libc::mode_t) -> io::Result<()> {
@@ -238,6 +319,22 @@ pub fn utimens_at_nofollow(
             name.as_ptr(),
             times.as_ptr(),
             libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(drop)
+}
+
+/// Sets the extended attribute `name` of an open file to `value`.
+pub fn fsetxattr(fd: BorrowedFd, name: &CStr, value: &[u8]) -> io::Result<()> {
+    // SAFETY: a valid descriptor, a NUL-terminated name and `value`, valid
+    // for reads of its length; the kernel only reads them.
+    cvt(unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
         )
     })
     .map(drop)

@@ -6,7 +6,6 @@
 //! `kernel.unprivileged_userns_clone=0` and AppArmor's
 //! `kernel.apparmor_restrict_unprivileged_userns=1`.
 
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;

@@ -5,7 +5,6 @@
 //! past the end, overlapping objects, a huge descriptor count, no
 //! squashfs partition) get a one-line error and leave no image.
 
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,6 @@
 //! Without `sbatch` the tests skip, except in CI (`CI=true`), where that is
 //! a failure.
 
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -15,15 +15,15 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use sha2::{Digest as _, Sha256};
 
-use super::sys::Id;
+use crate::sys::at::InodeId;
 
 /// A salted digest standing for a name.
 pub(super) type Key = [u8; 32];
 
 pub(super) type Fast = BuildHasherDefault<Fold>;
 pub(super) type KeySet = HashSet<Key, Fast>;
-pub(super) type IdSet = HashSet<Id, Fast>;
-pub(super) type IdMap<V> = HashMap<Id, V, Fast>;
+pub(super) type IdSet = HashSet<InodeId, Fast>;
+pub(super) type IdMap<V> = HashMap<InodeId, V, Fast>;
 
 /// Makes the keys of one unpack.
 pub(super) struct Salt([u8; 16]);
@@ -58,7 +58,7 @@ impl Salt {
     }
 
     /// The key of `name` inside the directory `parent`.
-    pub(super) fn child(&self, parent: Id, name: &[u8]) -> Key {
+    pub(super) fn child(&self, parent: InodeId, name: &[u8]) -> Key {
         let mut h = self.start(b'c');
         h.update(parent.0.to_le_bytes());
         h.update(parent.1.to_le_bytes());

@@ -9,8 +9,8 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
 
-use super::sys::{self, Id};
 use super::{DirHandle, OwnerMode, Unpacker, CACHE_SLOTS, MAX_DEPTH};
+use crate::sys::at::{self, InodeId};
 
 /// Symlinks followed while resolving one name (the kernel's own limit).
 const MAX_SYMLINKS: u32 = 40;
@@ -33,7 +33,7 @@ impl Cur {
     fn into_owned(self) -> io::Result<OwnedFd> {
         match self {
             Cur::Owned(fd) => Ok(fd),
-            Cur::Shared(h) => sys::open_at(h.fd.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0),
+            Cur::Shared(h) => at::open_at(h.fd.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0),
         }
     }
 }
@@ -93,7 +93,7 @@ impl Unpacker<'_> {
 
     fn walk_on(
         &mut self,
-        (mut cur, mut phys, mut chain): (Cur, Vec<CString>, Vec<Id>),
+        (mut cur, mut phys, mut chain): (Cur, Vec<CString>, Vec<InodeId>),
         comps: &[&[u8]],
         create: bool,
     ) -> io::Result<DirHandle> {
@@ -114,24 +114,24 @@ impl Unpacker<'_> {
                 }
                 _ => {}
             }
-            let name = sys::cstring(&comp)?;
+            let name = at::cname(&comp)?;
             let cur_id = chain[chain.len() - 1];
-            match sys::open_dir_path(cur.as_fd(), &name) {
+            match at::open_dir_path(cur.as_fd(), &name) {
                 Ok(fd) => {
-                    let st = sys::fstat(fd.as_fd())?;
+                    let st = at::fstat(fd.as_fd())?;
                     phys.push(name);
                     if phys.len() > MAX_DEPTH {
-                        return Err(sys::other(format!(
+                        return Err(io::Error::other(format!(
                             "directories nested deeper than {MAX_DEPTH} levels"
                         )));
                     }
                     self.unlock_dir(cur.as_fd(), &phys, &st);
-                    chain.push(sys::id_of(&st));
+                    chain.push(at::id_of(&st));
                     cur = Cur::Owned(fd);
                 }
-                Err(e) if sys::errno_is(&e, &[libc::ENOTDIR, libc::ELOOP]) => {
-                    let st = sys::lstat_at(cur.as_fd(), &name)?;
-                    if sys::file_type(&st) != libc::S_IFLNK {
+                Err(e) if at::errno_is(&e, &[libc::ENOTDIR, libc::ELOOP]) => {
+                    let st = at::lstat_at(cur.as_fd(), &name)?;
+                    if at::kind_bits(&st) != libc::S_IFLNK {
                         // A file in the way.
                         return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
                     }
@@ -150,19 +150,19 @@ impl Unpacker<'_> {
                         queue.push_front((c.to_vec(), false));
                     }
                 }
-                Err(e) if may_create && sys::errno_is(&e, &[libc::ENOENT]) => {
-                    match sys::mkdir_at(cur.as_fd(), &name, 0o755) {
+                Err(e) if may_create && at::errno_is(&e, &[libc::ENOENT]) => {
+                    match at::mkdir_at(cur.as_fd(), &name, 0o755) {
                         Ok(()) => {
                             if let OwnerMode::Preserve {
                                 uid_shift,
                                 gid_shift,
                             } = self.opts.owner
                             {
-                                sys::chown_at(cur.as_fd(), &name, uid_shift, gid_shift)?;
+                                at::chown_at_nofollow(cur.as_fd(), &name, uid_shift, gid_shift)?;
                             }
                             self.layer.created.insert(self.keys.child(cur_id, &comp));
                         }
-                        Err(e) if sys::errno_is(&e, &[libc::EEXIST]) => {}
+                        Err(e) if at::errno_is(&e, &[libc::EEXIST]) => {}
                         Err(e) => return Err(e),
                     }
                     // Open it next, without creating again.
@@ -182,14 +182,14 @@ impl Unpacker<'_> {
 
     /// A new `O_PATH` handle on the rootfs.
     fn root_dup(&self) -> io::Result<OwnedFd> {
-        sys::open_at(self.root.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0)
+        at::open_at(self.root.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0)
     }
 
     /// The directory at a physical path, following nothing.
     pub(super) fn reopen(&self, phys: &[CString]) -> io::Result<OwnedFd> {
         let mut cur = self.root_dup()?;
         for n in phys {
-            cur = sys::open_dir_path(cur.as_fd(), n)?;
+            cur = at::open_dir_path(cur.as_fd(), n)?;
         }
         Ok(cur)
     }

@@ -5,7 +5,7 @@
 use super::*;
 use crate::image::digest::DigestReader;
 use std::fs;
-use std::io::{BufReader, Cursor};
+use std::io::{BufReader, Cursor, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
@@ -59,7 +59,7 @@ fn rm_rf(p: &Path) {
 }
 
 fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
+    nix::unistd::geteuid().is_root()
 }
 
 const MTIME: u64 = 1_600_000_000;
@@ -250,7 +250,7 @@ fn basic_tree() {
     );
     assert!(r.skipped.is_empty());
     // Owned by the caller in Caller mode.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     assert_eq!(fs::metadata(root.join("a/f")).unwrap().uid(), me);
 }
 
@@ -539,31 +539,25 @@ fn resolution_matches_openat2_in_root() {
         let comps: Vec<&[u8]> = n.split('/').map(str::as_bytes).collect();
         let ours = u.resolve(&comps, false).map(|h| h.id);
         let cn = CString::new(n).unwrap();
-        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        how.flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
-        how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                std::os::fd::AsRawFd::as_raw_fd(&rootfd),
-                cn.as_ptr(),
-                &how as *const libc::open_how,
-                std::mem::size_of::<libc::open_how>(),
-            )
-        };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            if sys::errno_is(&e, &[libc::ENOSYS, libc::EPERM]) {
+        let how = at::open_how(
+            (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+            0,
+            libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+        );
+        match at::openat2(rootfd.as_fd(), &cn, &how) {
+            Err(e) if at::errno_is(&e, &[libc::ENOSYS, libc::EPERM]) => {
                 eprintln!("skipped: no openat2 here");
                 return;
             }
-            let ours = ours.expect_err(n);
-            assert_eq!(ours.raw_os_error(), e.raw_os_error(), "{n}: {ours} vs {e}");
-        } else {
-            let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
-            let st = sys::fstat(fd.as_fd()).unwrap();
-            assert_eq!(ours.unwrap(), sys::id_of(&st), "{n}");
-            compared += 1;
+            Err(e) => {
+                let ours = ours.expect_err(n);
+                assert_eq!(ours.raw_os_error(), e.raw_os_error(), "{n}: {ours} vs {e}");
+            }
+            Ok(fd) => {
+                let st = at::fstat(fd.as_fd()).unwrap();
+                assert_eq!(ours.unwrap(), at::id_of(&st), "{n}");
+                compared += 1;
+            }
         }
     }
     assert!(compared >= 8, "{compared}");
@@ -925,7 +919,7 @@ fn ownership_caller_mode_counts_ids() {
         .done();
     let r = apply(&root, &[&l]).unwrap();
     assert_eq!(r.ids_not_applied, 2);
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     for n in ["root_owned", "user_owned", "udir"] {
         assert_eq!(fs::metadata(root.join(n)).unwrap().uid(), me, "{n}");
     }
@@ -983,6 +977,8 @@ fn get_xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
     let cp = CString::new(p.as_os_str().as_bytes()).unwrap();
     let cn = CString::new(name).unwrap();
     let mut buf = vec![0u8; 256];
+    // SAFETY: NUL-terminated strings and `buf`, valid for writes of its
+    // length, which lgetxattr never exceeds.
     let n =
         unsafe { libc::lgetxattr(cp.as_ptr(), cn.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
     if n < 0 {
@@ -1000,6 +996,7 @@ fn xattrs_by_namespace() {
     let probe = s.0.join("probe");
     fs::write(&probe, "").unwrap();
     let cp = CString::new(probe.as_os_str().as_bytes()).unwrap();
+    // SAFETY: NUL-terminated strings and a one-byte value, only read.
     if unsafe { libc::setxattr(cp.as_ptr(), c"user.t".as_ptr(), b"1".as_ptr().cast(), 1, 0) } != 0 {
         eprintln!("skipped: no user xattrs on {}", s.0.display());
         return;

@@ -25,15 +25,15 @@ use super::names::Family;
 use super::{ShimFile, GUARD_MOUNT, WORKSPACE};
 
 /// Solve-time hook template (`@@CBRUN_PY_HASHES@@` is replaced).
-pub const SOLVE_SITECUSTOMIZE: &str = include_str!("scripts/sitecustomize.py");
+pub const SOLVE_SITECUSTOMIZE: &str = include_str!("../scripts/sitecustomize.py");
 /// Judge-time ban hook (configured through the environment).
-pub const JUDGE_HOOK: &str = include_str!("scripts/judge_sitecustomize.py");
+pub const JUDGE_HOOK: &str = include_str!("../scripts/judge_sitecustomize.py");
 /// The judge's boot file: sitecustomize, and run by path from the `.pth`.
-pub const JUDGE_BOOT: &str = include_str!("scripts/judge_boot.py");
+pub const JUDGE_BOOT: &str = include_str!("../scripts/judge_boot.py");
 /// The result reporter (see `judge::channel`).
-pub const JUDGE_REPORTER: &str = include_str!("scripts/judge_reporter.py");
+pub const JUDGE_REPORTER: &str = include_str!("../scripts/judge_reporter.py");
 /// The reporter's pytest plugin.
-pub const JUDGE_PYTEST_PLUGIN: &str = include_str!("scripts/judge_pytest_plugin.py");
+pub const JUDGE_PYTEST_PLUGIN: &str = include_str!("../scripts/judge_pytest_plugin.py");
 /// The pytest plugin's module name (`-p` takes it).
 pub const PYTEST_PLUGIN_MODULE: &str = "_cbrun_pytest";
 

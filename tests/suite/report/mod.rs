@@ -27,21 +27,13 @@ const CBRUN: &str = env!("CARGO_BIN_EXE_cbrun");
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report");
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
-#[path = "report/chromium.rs"]
 mod chromium;
-#[path = "report/expected.rs"]
 mod expected;
-#[path = "report/html.rs"]
 mod html;
-#[path = "report/parse.rs"]
 mod parse;
-#[path = "report/robust.rs"]
 mod robust;
-#[path = "report/tables.rs"]
 mod tables;
-#[path = "report/util.rs"]
 mod util;
-#[path = "report/writer.rs"]
 mod writer;
 
 use chromium::*;

@@ -667,53 +667,51 @@ impl Dir {
         let (parent, name) = self
             .parent_of(rel)
             .map_err(|e| self.explain("removing", rel, e, Kind::Dir))?;
-        let err = |op, e| self.io(op, rel, e);
-        if let Ok(st) = at::lstat_at(parent.fd(), &name) {
-            if kind_bits(&st) == libc::S_IFDIR && st.st_mode & 0o700 != 0o700 {
-                // A directory (lstat), in a tree nothing runs in any more.
-                let _ = at::chmod_at_checked(parent.fd(), &name, 0o700);
-            }
+        remove_tree_at(parent.fd(), &name).map_err(|e| self.io("removing", rel, e))
+    }
+}
+
+/// Removes the directory `name` in `parent` and everything below it: see
+/// [`Dir::remove_tree`]. The one tree removal of the crate; the image store
+/// and the unpacker use it too.
+pub fn remove_tree_at(parent: BorrowedFd, name: &CStr) -> io::Result<()> {
+    if let Ok(st) = at::lstat_at(parent, name) {
+        if kind_bits(&st) == libc::S_IFDIR && st.st_mode & 0o700 != 0o700 {
+            // A directory (lstat), in a tree nothing runs in any more.
+            let _ = at::chmod_at_checked(parent, name, 0o700);
         }
-        let top = open_subdir(parent.fd(), &name).map_err(|e| err("removing", e))?;
-        // The way down: (name in its parent, the directory's inode).
-        let mut trail: Vec<(CString, InodeId)> = vec![(
-            name,
-            id_of(&at::fstat(top.as_fd()).map_err(|e| err("removing", e))?),
-        )];
-        let mut cur = top;
-        loop {
-            if let Some((child, fd, id)) =
-                empty_files_or_descend(cur.as_fd()).map_err(|e| err("removing", e))?
-            {
-                trail.push((child, id));
-                cur = fd;
-                continue;
-            }
-            // `cur` holds no files and no directories now.
-            let (done, _) = trail.pop().expect("the top is on the trail");
-            if trail.is_empty() {
-                drop(cur);
-                return at::unlink_at(parent.fd(), &done, libc::AT_REMOVEDIR)
-                    .map_err(|e| err("removing", e));
-            }
-            let up = at::open_at(
-                cur.as_fd(),
-                c"..",
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-                0,
-            )
-            .map_err(|e| err("removing", e))?;
-            let up_id = id_of(&at::fstat(up.as_fd()).map_err(|e| err("removing", e))?);
-            if Some(&up_id) != trail.last().map(|(_, id)| id) {
-                return Err(err(
-                    "removing",
-                    io::Error::other("the tree moved while it was being removed"),
-                ));
-            }
-            cur = up;
-            at::unlink_at(cur.as_fd(), &done, libc::AT_REMOVEDIR)
-                .map_err(|e| err("removing", e))?;
+    }
+    let top = open_subdir(parent, name)?;
+    // The way down: (name in its parent, the directory's inode).
+    let mut trail: Vec<(CString, InodeId)> =
+        vec![(name.to_owned(), id_of(&at::fstat(top.as_fd())?))];
+    let mut cur = top;
+    loop {
+        if let Some((child, fd, id)) = empty_files_or_descend(cur.as_fd())? {
+            trail.push((child, id));
+            cur = fd;
+            continue;
         }
+        // `cur` holds no files and no directories now.
+        let (done, _) = trail.pop().expect("the top is on the trail");
+        if trail.is_empty() {
+            drop(cur);
+            return at::unlink_at(parent, &done, libc::AT_REMOVEDIR);
+        }
+        let up = at::open_at(
+            cur.as_fd(),
+            c"..",
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )?;
+        let up_id = id_of(&at::fstat(up.as_fd())?);
+        if Some(&up_id) != trail.last().map(|(_, id)| id) {
+            return Err(io::Error::other(
+                "the tree moved while it was being removed",
+            ));
+        }
+        cur = up;
+        at::unlink_at(cur.as_fd(), &done, libc::AT_REMOVEDIR)?;
     }
 }
 
