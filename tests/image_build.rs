@@ -68,6 +68,7 @@ fn build_captures_changes_as_a_layer_and_caches_it() {
             &recipe,
             "base = \"busybox:latest\"\n\
              install_command = \"mkdir -p /opt/tool && echo v1 > /opt/tool/version && rm /etc/group && ln -s /opt/tool/version /etc/tool-version\"\n\
+             build_command = \"touch /opt/tool/built-by-build-command\"\n\
              env = [\"TOOL_HOME=/opt/tool\"]\n",
         )
         .unwrap();
@@ -81,6 +82,13 @@ fn build_captures_changes_as_a_layer_and_caches_it() {
         let rep = r.stdout_json();
         assert_eq!(rep["cache_hit"], false);
         assert_eq!(rep["network"], "host");
+        assert_eq!(rep["ran"], "install_command");
+        assert_eq!(rep["attempts"].as_array().unwrap().len(), 1, "{}", r.show());
+        assert!(
+            r.stderr.contains("build_command is not run"),
+            "{}",
+            r.show()
+        );
         assert!(rep["whiteouts"].as_u64().unwrap() >= 1, "{}", r.show());
         assert!(
             r.stderr.contains("network: host"),
@@ -102,7 +110,7 @@ fn build_captures_changes_as_a_layer_and_caches_it() {
         let run = ctx.spawn_args(
             &[
                 "sandbox", "run", "--image", &image, "--",
-                "sh", "-c", "cat /opt/tool/version; cat /etc/tool-version; echo $TOOL_HOME; test -e /etc/group && echo group-present || echo group-gone",
+                "sh", "-c", "cat /opt/tool/version; cat /etc/tool-version; echo $TOOL_HOME; test -e /etc/group && echo group-present || echo group-gone; ls /opt/tool/built-by-build-command /etc/apt 2>&1 | grep -c 'No such'",
             ]
             .iter()
             .map(|s| s.to_string())
@@ -114,28 +122,53 @@ fn build_captures_changes_as_a_layer_and_caches_it() {
         run.assert_code(0, "run on the built image");
         assert_eq!(
             run.stdout,
-            "v1\nv1\n/opt/tool\ngroup-gone\n",
+            "v1\nv1\n/opt/tool\ngroup-gone\n2\n",
             "{}",
             run.show()
         );
 
-        // A failing build: a readable log, no image.
+        // A failing build: retried on a fresh layer (each attempt sees
+        // none of the last one's writes), then a readable log and a
+        // record, no image.
         let bad = ctx.dir.join("bad.toml");
         fs::write(
             &bad,
-            "base = \"busybox:latest\"\ninstall_command = \"echo about-to-fail; exit 7\"\n",
+            "base = \"busybox:latest\"\ninstall_command = \"test -e /leftover && echo saw-leftover; touch /leftover; echo about-to-fail; exit 7\"\n",
         )
         .unwrap();
         world_readable(&bad);
-        let r = cb(&ctx, &h, &["image", "build", bad.to_str().unwrap()]);
+        let r = cb(
+            &ctx,
+            &h,
+            &[
+                "image",
+                "build",
+                bad.to_str().unwrap(),
+                "--attempts",
+                "2",
+                "--retry-delay",
+                "0",
+            ],
+        );
         r.assert_code(125, "failing build");
+        assert!(r.stderr.contains("after 2 attempt(s)"), "{}", r.show());
         let line = r
             .stderr
             .lines()
             .find(|l| l.contains("log:"))
             .unwrap_or_else(|| panic!("{}", r.show()));
         let log = PathBuf::from(line.rsplit("log: ").next().unwrap().trim());
-        assert!(fs::read_to_string(&log).unwrap().contains("about-to-fail"));
+        let text = fs::read_to_string(&log).unwrap();
+        assert_eq!(text.matches("about-to-fail").count(), 2, "{text}");
+        assert!(!text.contains("saw-leftover"), "{text}");
+        assert!(
+            text.contains("attempt 1/2 failed (exit 7); retrying"),
+            "{text}"
+        );
+        let record: Value =
+            serde_json::from_str(&fs::read_to_string(log.with_extension("json")).unwrap()).unwrap();
+        assert_eq!(record["attempts"].as_array().unwrap().len(), 2, "{record}");
+        assert_eq!(record["attempts"][1]["status"], "exit 7");
         let ls = cb(&ctx, &h, &["image", "ls", "--json"]);
         let names: Vec<String> = serde_json::from_str::<Value>(&ls.stdout)
             .unwrap()

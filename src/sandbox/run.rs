@@ -429,6 +429,7 @@ fn run_in(
         lo_up: cfg.network == NetworkPolicy::None,
         nested_user: ids.nested,
         init: cfg.init,
+        keep_caps: cfg.caps.clone(),
         pass_fds: cfg
             .pass_fds
             .iter()
