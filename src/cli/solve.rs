@@ -46,6 +46,9 @@ pub struct SolveArgs {
     /// Resolve HOST to IP in the proxy instead of DNS.
     #[arg(long = "resolve", value_name = "HOST=IP")]
     resolve: Vec<String>,
+    /// Extra CA certificates (PEM) the agent's sandboxes trust, or `system` for the host's bundle (repeatable).
+    #[arg(long, value_name = "FILE|system")]
+    ca_bundle: Vec<cbrun::image::ca::CaSource>,
     /// The trial folder (must not exist); default ./cbrun-trials/<case>-<time>-<pid>.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -84,6 +87,7 @@ pub fn solve_options(a: &SolveArgs, root: &Root) -> Result<SolveOptions> {
         limits: a.limits.limits()?,
         rootfs: root.rootfs.clone(),
         image_env: root.env.clone(),
+        ca: cbrun::image::ca::CaBundle::load_all(&a.ca_bundle)?,
     })
 }
 

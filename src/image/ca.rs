@@ -4,8 +4,8 @@
 //! Corporate and HPC networks often re-sign TLS with a CA of their own,
 //! which the host trusts and images do not: pip and npm inside then fail
 //! with "self-signed certificate in chain". `--ca-bundle FILE` (or
-//! `--ca-bundle system`, the host's own bundle) adds that trust, for the
-//! sandbox's life only:
+//! `--ca-bundle system`, the host's own bundle; repeatable) adds that
+//! trust, for the sandbox's life only:
 //!
 //! - a combined bundle (the root's own bundle, when it has one, then the
 //!   extra certificates) is bound read-only at [`BUNDLE_MOUNT`], and the
@@ -84,10 +84,9 @@ impl FromStr for CaSource {
 /// Extra certificates, read and checked.
 #[derive(Debug, Clone)]
 pub struct CaBundle {
-    /// The file they came from.
-    pub path: PathBuf,
-    pub system: bool,
-    /// Only the `CERTIFICATE` blocks of the file, each ending in a newline.
+    /// Where they came from: `system (PATH)` or a file, in order.
+    pub sources: Vec<String>,
+    /// Only the `CERTIFICATE` blocks of the files, each ending in a newline.
     pub pem: String,
     pub certificates: usize,
 }
@@ -95,7 +94,7 @@ pub struct CaBundle {
 /// What a sandbox was given, for records.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct CaUse {
-    /// `system (PATH)` or the file.
+    /// `system (PATH)` or the file(s), joined with ` + `.
     pub source: String,
     /// Certificates added on top of the root's own bundle.
     pub certificates: usize,
@@ -126,6 +125,26 @@ impl CaUse {
 }
 
 impl CaBundle {
+    /// One bundle of every source's certificates (`--ca-bundle` may be
+    /// given more than once: `system` and a private CA, say); `None` for
+    /// no source.
+    pub fn load_all(srcs: &[CaSource]) -> Result<Option<CaBundle>, CaError> {
+        let mut out: Option<CaBundle> = None;
+        for s in srcs {
+            let b = CaBundle::load(s)?;
+            out = Some(match out {
+                None => b,
+                Some(mut a) => {
+                    a.sources.extend(b.sources);
+                    a.pem.push_str(&b.pem);
+                    a.certificates += b.certificates;
+                    a
+                }
+            });
+        }
+        Ok(out)
+    }
+
     pub fn load(src: &CaSource) -> Result<CaBundle, CaError> {
         let (path, system) = match src {
             CaSource::File(p) => (p.clone(), false),
@@ -149,8 +168,11 @@ impl CaBundle {
             return Err(bad(format!("no PEM certificate ({PEM_BEGIN}) in it")));
         }
         Ok(CaBundle {
-            path,
-            system,
+            sources: vec![if system {
+                format!("system ({})", path.display())
+            } else {
+                path.display().to_string()
+            }],
             pem,
             certificates,
         })
@@ -180,17 +202,13 @@ impl CaBundle {
         format!(
             "# cbrun: {} certificate(s) from {} (this sandbox only)\n",
             self.certificates,
-            self.path.display()
+            self.sources.join(" + ")
         )
     }
 
     pub fn usage(&self, system_store: bool) -> CaUse {
         CaUse {
-            source: if self.system {
-                format!("system ({})", self.path.display())
-            } else {
-                self.path.display().to_string()
-            },
+            source: self.sources.join(" + "),
             certificates: self.certificates,
             bundle: BUNDLE_MOUNT,
             env: ENV_VARS.to_vec(),
@@ -270,6 +288,33 @@ pub fn env() -> Vec<(String, String)> {
         .collect()
 }
 
+/// What a solve (or install) sandbox gets for `ca` on the root at host
+/// path `root`: the combined bundle written into `dir` (a staging folder
+/// the sandbox can reach), bound at [`BUNDLE_MOUNT`] and over the root's
+/// system store when it has one, and the variables.
+pub fn sandbox_trust(ca: &CaBundle, root: &Path, dir: &Path) -> std::io::Result<SandboxTrust> {
+    let own = root_bundle(root);
+    let file = dir.join("ca-certificates.crt");
+    fs::write(&file, ca.combined(own.as_deref()))?;
+    let mut binds = vec![(file.clone(), PathBuf::from(BUNDLE_MOUNT))];
+    if own.is_some() {
+        binds.push((file, Path::new("/").join(SYSTEM_STORE)));
+    }
+    Ok(SandboxTrust {
+        binds,
+        env: env(),
+        usage: ca.usage(own.is_some()),
+    })
+}
+
+/// Read-only binds `(host, inside)`, variables, and what to record.
+#[derive(Debug, Clone)]
+pub struct SandboxTrust {
+    pub binds: Vec<(PathBuf, PathBuf)>,
+    pub env: Vec<(String, String)>,
+    pub usage: CaUse,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +352,13 @@ mod tests {
             .to_string();
         assert!(e.contains("--ca-bundle") && e.contains("no PEM"), "{e}");
         assert!(CaBundle::load(&CaSource::File(dir.clone())).is_err());
+        fs::write(&f, format!("{CERT}{CERT}")).unwrap();
+        let two = CaBundle::load_all(&[CaSource::File(f.clone()), CaSource::File(f.clone())])
+            .unwrap()
+            .unwrap();
+        assert_eq!(two.certificates, 4);
+        assert_eq!(two.sources.len(), 2);
+        assert!(CaBundle::load_all(&[]).unwrap().is_none());
         assert_eq!("system".parse::<CaSource>().unwrap(), CaSource::System);
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -121,6 +121,7 @@ fn fill_solve(rec: &mut TrialRecord, s: &SolveReport) {
     rec.denylist_violation = s.denylist_violation.clone();
     rec.denylist_fix_attempts = s.denylist_fix_attempts;
     rec.env_keys = s.env_keys.clone();
+    rec.masked_imports = s.masked_imports.clone();
     rec.warnings.extend(s.warnings.iter().cloned());
     if let Some(l) = &s.limits {
         rec.limits

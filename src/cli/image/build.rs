@@ -39,9 +39,9 @@ pub struct Args {
     /// Seconds between attempts.
     #[arg(long, default_value_t = build::DEFAULT_RETRY_DELAY.as_secs_f64(), value_name = "SECS")]
     retry_delay: f64,
-    /// Extra CA certificates (PEM) the build sandbox trusts, or `system` for the host's bundle.
+    /// Extra CA certificates (PEM) the build sandbox trusts, or `system` for the host's bundle (repeatable).
     #[arg(long, value_name = "FILE|system")]
-    ca_bundle: Option<CaSource>,
+    ca_bundle: Vec<CaSource>,
     /// Print the build report as JSON.
     #[arg(long)]
     json: bool,
@@ -63,7 +63,7 @@ pub fn exec(a: Args) -> Result<ExitStatus> {
             a.retry_delay
         );
     }
-    let ca = a.ca_bundle.as_ref().map(CaBundle::load).transpose()?;
+    let ca = CaBundle::load_all(&a.ca_bundle)?;
     let plan = if a.source.is_dir() {
         let case = cbrun::case::load(&a.source)?;
         build::plan_for_case(&case)
