@@ -421,6 +421,7 @@ pub fn build(
         }
     }
 
+    store.check_writable("building")?;
     let work = store.temp_path("build");
     let logs = store.root().join("logs");
     let _ = fs::create_dir_all(&logs);
