@@ -5,6 +5,7 @@
 //! mapped base.
 
 mod common;
+mod imgkit;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -259,4 +260,267 @@ fn a_case_recipe_builds_on_its_mapped_base() {
     let r = cb(&ctx, &h, &["image", "build", case.to_str().unwrap()]);
     r.assert_code(125, "unmapped base");
     assert!(r.stderr.contains("debian-bookworm-dev"), "{}", r.show());
+}
+
+/// The build sandbox's root holds the package-manager capabilities (and
+/// only it: a sandbox run on the result holds none). As real root that is
+/// what apt needs: write `_apt`'s 0700 folders, chown to other ids,
+/// switch to another user. Rootless, only one id is mapped: chown and
+/// setuid to other ids fail, and apt is told to stay root.
+#[test]
+fn the_build_sandbox_holds_package_manager_capabilities_and_nothing_else_does() {
+    if !busybox_present() {
+        eprintln!("note: busybox missing; skipped");
+        return;
+    }
+    for who in [Who::Root, Who::Delegated, Who::Undelegated] {
+        let ctx = Ctx::new(who, "image-build-caps");
+        let h = home(&ctx);
+        let recipe_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("rootfs/busybox");
+        cb(
+            &ctx,
+            &h,
+            &["image", "bootstrap", recipe_dir.to_str().unwrap()],
+        )
+        .assert_code(0, "bootstrap");
+        // Step 1: a folder like apt's lists/partial (owned by `_apt`, 42, mode 0700).
+        let a = ctx.dir.join("a.toml");
+        fs::write(
+            &a,
+            "base = \"busybox:latest\"\nname = \"caps/a\"\n\
+             install_command = \"mkdir -p /opt && grep -E '^Cap(Eff|Bnd|Prm)' /proc/self/status > /opt/caps; \
+             cat /etc/apt/apt.conf.d/00cbrun-build-sandbox > /opt/aptconf 2>/dev/null; \
+             mkdir -p /var/lib/x/partial && chmod 700 /var/lib/x/partial && \
+             if chown 42:42 /var/lib/x/partial; then echo chowned; else echo chown-refused; fi > /opt/chown\"\n",
+        )
+        .unwrap();
+        world_readable(&a);
+        let r = cb(&ctx, &h, &["image", "build", a.to_str().unwrap(), "--json"]);
+        r.assert_code(0, "build a");
+        let rep = r.stdout_json();
+        let caps: Vec<&str> = rep["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            caps,
+            [
+                "CAP_CHOWN",
+                "CAP_DAC_OVERRIDE",
+                "CAP_FOWNER",
+                "CAP_FSETID",
+                "CAP_KILL",
+                "CAP_SETUID",
+                "CAP_SETGID"
+            ]
+        );
+        let img_a = rep["image"].as_str().unwrap().to_owned();
+        // Step 2: root writes into it and becomes another user, as apt does.
+        let b = ctx.dir.join("b.toml");
+        fs::write(
+            &b,
+            format!(
+                "base = \"{img_a}\"\nname = \"caps/b\"\n\
+                 install_command = \"if echo data > /var/lib/x/partial/f; then echo wrote; else echo denied; fi > /opt/dac; \
+                 if su -s /bin/sh -c 'id -u' user > /opt/setuid; then :; else echo setuid-refused > /opt/setuid; fi\"\n"
+            ),
+        )
+        .unwrap();
+        world_readable(&b);
+        let r = cb(&ctx, &h, &["image", "build", b.to_str().unwrap(), "--json"]);
+        r.assert_code(0, "build b");
+        let img_b = r.stdout_json()["image"].as_str().unwrap().to_owned();
+        let seen = ctx
+            .spawn_args(
+                &[
+                    "sandbox", "run", "--image", &img_b, "--", "sh", "-c",
+                    "cat /opt/caps /opt/chown /opt/dac /opt/setuid; echo apt:$(cat /opt/aptconf); \
+                     test -e /etc/apt && echo etc-apt-left; grep -E '^Cap(Eff|Bnd|Prm)' /proc/self/status; \
+                     echo x > /var/lib/x/partial/g 2>/dev/null && echo run-wrote || echo run-denied",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
+                &[("CBRUN_HOME", h.as_str())],
+                None,
+            )
+            .wait(Duration::from_secs(60));
+        seen.assert_code(0, "run on the built image");
+        let lines: Vec<&str> = seen.stdout.lines().collect();
+        let build_caps = [
+            "CapPrm:\t00000000000000fb",
+            "CapEff:\t00000000000000fb",
+            "CapBnd:\t00000000000000fb",
+        ];
+        let run_caps = [
+            "CapPrm:\t0000000000000000",
+            "CapEff:\t0000000000000000",
+            "CapBnd:\t0000000000000000",
+        ];
+        assert_eq!(&lines[0..3], &build_caps, "{}", seen.show());
+        if who == Who::Root {
+            assert_eq!(
+                &lines[3..7],
+                ["chowned", "wrote", "1000", "apt:"],
+                "root's build: chown, DAC override and setuid work; apt keeps `_apt`\n{}",
+                seen.show()
+            );
+            // A plain sandbox on the same image has no capability: the
+            // `_apt`-style folder is closed to its root.
+            assert_eq!(lines.last(), Some(&"run-denied"), "{}", seen.show());
+        } else {
+            assert_eq!(
+                &lines[3..7],
+                [
+                    "chown-refused",
+                    "wrote",
+                    "setuid-refused",
+                    "apt:APT::Sandbox::User \"root\";"
+                ],
+                "rootless build: one id mapped\n{}",
+                seen.show()
+            );
+        }
+        assert!(
+            !seen.stdout.contains("etc-apt-left"),
+            "the build-only apt setting is not in the image\n{}",
+            seen.show()
+        );
+        assert_eq!(
+            &lines[lines.len() - 4..lines.len() - 1],
+            &run_caps,
+            "{}",
+            seen.show()
+        );
+        ctx.assert_clean("capability builds");
+    }
+}
+
+/// `--ca-bundle`: the build sandbox trusts the extra CA (a bundle at
+/// /.cbrun-ca, the TLS variables, the image's own store stood in for),
+/// and the built image keeps none of it: its store is its own again, with
+/// what the install command appended to it.
+#[test]
+fn a_ca_bundle_is_trusted_during_the_build_and_not_kept_in_the_image() {
+    if !busybox_present() || !imgkit::require_tool("openssl", "test CA") {
+        return;
+    }
+    for who in [Who::Root, Who::Delegated] {
+        let ctx = Ctx::new(who, "image-build-ca");
+        let h = home(&ctx);
+        let ca = imgkit::TestCa::new(&ctx.dir.join("ca"));
+        let recipe_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("rootfs/busybox");
+        cb(
+            &ctx,
+            &h,
+            &["image", "bootstrap", recipe_dir.to_str().unwrap()],
+        )
+        .assert_code(0, "bootstrap");
+        let own = ctx.dir.join("own.toml");
+        fs::write(
+            &own,
+            "base = \"busybox:latest\"\nname = \"ca/own\"\n\
+             install_command = \"mkdir -p /etc/ssl/certs && echo IMAGE-OWN-STORE > /etc/ssl/certs/ca-certificates.crt\"\n",
+        )
+        .unwrap();
+        world_readable(&own);
+        let r = cb(
+            &ctx,
+            &h,
+            &["image", "build", own.to_str().unwrap(), "--json"],
+        );
+        r.assert_code(0, "base with a store");
+        let base = r.stdout_json()["image"].as_str().unwrap().to_owned();
+        let use_it = ctx.dir.join("use.toml");
+        fs::write(
+            &use_it,
+            format!(
+                "base = \"{base}\"\nname = \"ca/use\"\n\
+                 install_command = \"mkdir -p /opt; for v in SSL_CERT_FILE PIP_CERT REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO; do eval echo $v=\\\\$$v; done > /opt/env; \
+                 grep -c 'BEGIN CERTIFICATE' /.cbrun-ca/ca-certificates.crt > /opt/bundle-certs; \
+                 head -1 /.cbrun-ca/ca-certificates.crt > /opt/bundle-head; \
+                 grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt > /opt/store-certs; \
+                 echo APPENDED-BY-RECIPE >> /etc/ssl/certs/ca-certificates.crt\"\n"
+            ),
+        )
+        .unwrap();
+        world_readable(&use_it);
+        let r = cb(
+            &ctx,
+            &h,
+            &[
+                "image",
+                "build",
+                use_it.to_str().unwrap(),
+                "--json",
+                "--ca-bundle",
+                ca.ca().to_str().unwrap(),
+            ],
+        );
+        r.assert_code(0, "build with a CA");
+        let rep = r.stdout_json();
+        assert_eq!(rep["ca_bundle"]["certificates"], 1, "{}", r.show());
+        assert_eq!(rep["ca_bundle"]["system_store"], true, "{}", r.show());
+        let img = rep["image"].as_str().unwrap().to_owned();
+        let inspect = cb(&ctx, &h, &["image", "inspect", &img]);
+        assert!(
+            inspect.stdout.contains("io.cbrun.build.ca-bundle"),
+            "{}",
+            inspect.show()
+        );
+        let seen = ctx
+            .spawn_args(
+                &[
+                    "sandbox", "run", "--image", &img, "--", "sh", "-c",
+                    "cat /opt/env /opt/bundle-certs /opt/bundle-head /opt/store-certs; echo ---; cat /etc/ssl/certs/ca-certificates.crt; ls -a / | grep -c cbrun-ca",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
+                &[("CBRUN_HOME", h.as_str())],
+                None,
+            )
+            .wait(Duration::from_secs(60));
+        let want_env: String = [
+            "SSL_CERT_FILE",
+            "PIP_CERT",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+            "NODE_EXTRA_CA_CERTS",
+            "GIT_SSL_CAINFO",
+        ]
+        .iter()
+        .map(|v| format!("{v}=/.cbrun-ca/ca-certificates.crt\n"))
+        .collect();
+        assert_eq!(
+            seen.stdout,
+            format!("{want_env}1\nIMAGE-OWN-STORE\n1\n---\nIMAGE-OWN-STORE\nAPPENDED-BY-RECIPE\n0\n"),
+            "the bundle: the image's own store, then the CA; the store stood in for during the build, its own afterwards\n{}",
+            seen.show()
+        );
+        // A bad bundle is refused up front, naming the file.
+        let bad = ctx.dir.join("not-a-ca.pem");
+        fs::write(&bad, "hello\n").unwrap();
+        world_readable(&bad);
+        let r = cb(
+            &ctx,
+            &h,
+            &[
+                "image",
+                "build",
+                use_it.to_str().unwrap(),
+                "--ca-bundle",
+                bad.to_str().unwrap(),
+            ],
+        );
+        assert_ne!(r.code, Some(0));
+        assert!(
+            r.stderr.contains("not-a-ca.pem") && r.stderr.contains("no PEM"),
+            "{}",
+            r.show()
+        );
+        ctx.assert_clean("CA builds");
+    }
 }

@@ -167,7 +167,11 @@ impl Store {
         }
         let shared = root.join(SHARED_MARKER).is_file() || names_shared_store(&root);
         // Shared: others traverse the blob directories and read names.
-        let (blobs, images) = if shared { (0o711, 0o755) } else { (0o700, 0o700) };
+        let (blobs, images) = if shared {
+            (0o711, 0o755)
+        } else {
+            (0o700, 0o700)
+        };
         for (dir, mode) in [
             ("blobs", blobs),
             ("blobs/sha256", blobs),
@@ -197,7 +201,10 @@ impl Store {
     /// Another user's store: only when it is shared, and then read-only.
     fn open_read_only(root: PathBuf, owner: u32, euid: u32) -> Result<Store, StoreError> {
         let marker = fs::symlink_metadata(root.join(SHARED_MARKER));
-        if !marker.map(|m| m.is_file() && m.uid() == owner).unwrap_or(false) {
+        if !marker
+            .map(|m| m.is_file() && m.uid() == owner)
+            .unwrap_or(false)
+        {
             return Err(StoreError::Root {
                 path: root,
                 why: format!(
@@ -259,8 +266,15 @@ impl Store {
             let p = d.path();
             if p.symlink_metadata().map(|m| m.is_dir()).unwrap_or(false) {
                 perm(&p, 0o755)?;
-                for f in fs::read_dir(&p).map_err(io_err(&p, "read directory"))?.flatten() {
-                    if f.path().symlink_metadata().map(|m| m.is_file()).unwrap_or(false) {
+                for f in fs::read_dir(&p)
+                    .map_err(io_err(&p, "read directory"))?
+                    .flatten()
+                {
+                    if f.path()
+                        .symlink_metadata()
+                        .map(|m| m.is_file())
+                        .unwrap_or(false)
+                    {
                         perm(&f.path(), 0o644)?;
                     }
                 }
