@@ -173,6 +173,11 @@ fn finish(
                     .insert("judge", serde_json::to_value(l).unwrap_or_default());
             }
             rec.warnings.extend(j.warnings.iter().cloned());
+            for m in &j.masked_imports {
+                if !rec.masked_imports.contains(m) {
+                    rec.masked_imports.push(m.clone());
+                }
+            }
             (
                 Completed,
                 if j.infrastructure {

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod debian;
+
 use std::fs;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -140,7 +142,7 @@ pub fn python_rootfs(dir: &Path) -> Option<PathBuf> {
     let d = dir.display();
     sh(&format!(
         "set -e; mkdir -p '{d}' && cd '{d}' && \
-         mkdir -p usr/bin bin tmp proc dev etc root home/user usr/local/lib/{ver}/dist-packages && \
+         mkdir -p usr/bin usr/lib bin tmp proc dev etc root home/user usr/local/lib/{ver}/dist-packages && \
          cp '{py}' usr/bin/{ver} && ln -s {ver} usr/bin/python3 && \
          cp -a '{std}' usr/lib/ && rm -rf usr/lib/{ver}/test usr/lib/{ver}/idlelib usr/lib/{ver}/tkinter && \
          (ldd '{py}'; for f in usr/lib/{ver}/lib-dynload/*.so; do ldd \"$f\"; done) 2>/dev/null \
