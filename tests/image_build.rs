@@ -706,7 +706,8 @@ fn a_published_shape_recipe_builds_on_a_bootstrapped_debian_base_and_validates()
         assert_eq!(masked, ["fakeban", "fakebanmod"], "{fr}");
 
         // The attack: an agent on the image imports the banned upstream
-        // (by a computed name, past the static scan). The probe masked it.
+        // (by a computed name, past the static scan). The probe masked it,
+        // in the solve sandbox and in the judge's; trial.json says so.
         let agent = ctx.dir.join("importer.toml");
         fs::write(
             &agent,
@@ -719,7 +720,7 @@ fn a_published_shape_recipe_builds_on_a_bootstrapped_debian_base_and_validates()
         let tdir = ctx.out.join("trial");
         let r = slow(
             &[
-                "solve",
+                "trial",
                 case.to_str().unwrap(),
                 "--image",
                 &img,
@@ -968,6 +969,12 @@ fn a_private_ca_is_trusted_over_real_tls_only_with_the_bundle() {
             eprintln!("note: no /usr/bin/python3 with its standard library; skipped");
             return;
         };
+        // A user's own root folder (cbrun makes its mount points in it).
+        imgkit::sh(&format!(
+            "chown -R {0}:{0} '{1}'",
+            who.uid(),
+            pyroot.display()
+        ));
         cb(
             &ctx,
             &h,
@@ -1092,12 +1099,20 @@ fn a_private_ca_is_trusted_over_real_tls_only_with_the_bundle() {
                 "with bundle: {with}\n{got}\n{}",
                 r.show()
             );
-            let rec = fs::read_to_string(out.join("trial.json")).unwrap();
-            assert_eq!(
-                rec.contains("CA bundle") && rec.contains("ca-certificates.crt"),
-                with,
-                "recorded\n{rec}"
-            );
+            // `solve` prints its report (the record's solve half).
+            let rep = serde_json::Deserializer::from_str(&r.stdout)
+                .into_iter::<Value>()
+                .next()
+                .and_then(|v| v.ok())
+                .unwrap_or_else(|| panic!("no report\n{}", r.show()));
+            let said: Vec<&str> = rep["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|w| w.as_str())
+                .filter(|w| w.contains("CA bundle") && w.contains(&ca_s))
+                .collect();
+            assert_eq!(said.len(), usize::from(with), "recorded\n{}", r.show());
         }
         ctx.assert_clean("CA over TLS");
     }

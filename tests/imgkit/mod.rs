@@ -142,7 +142,7 @@ pub fn python_rootfs(dir: &Path) -> Option<PathBuf> {
     let d = dir.display();
     sh(&format!(
         "set -e; mkdir -p '{d}' && cd '{d}' && \
-         mkdir -p usr/bin usr/lib bin tmp proc dev etc root home/user usr/local/lib/{ver}/dist-packages && \
+         mkdir -p usr/bin usr/lib bin tmp proc dev sys etc root home/user app logs environment tests usr/local/lib/{ver}/dist-packages && \
          cp '{py}' usr/bin/{ver} && ln -s {ver} usr/bin/python3 && \
          cp -a '{std}' usr/lib/ && rm -rf usr/lib/{ver}/test usr/lib/{ver}/idlelib usr/lib/{ver}/tkinter && \
          (ldd '{py}'; for f in usr/lib/{ver}/lib-dynload/*.so; do ldd \"$f\"; done) 2>/dev/null \
