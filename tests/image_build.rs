@@ -733,7 +733,12 @@ fn a_published_shape_recipe_builds_on_a_bootstrapped_debian_base_and_validates()
         );
         let probe = fs::read_to_string(tdir.join("workspace/probe.txt")).unwrap_or_default();
         assert!(
-            !probe.contains("imported") && probe.matches("ModuleNotFoundError").count() == 2,
+            !probe.contains("imported")
+                && probe
+                    .lines()
+                    .filter(|l| l.starts_with("ModuleNotFoundError: No module named"))
+                    .count()
+                    == 2,
             "the agent could import the banned upstream:\n{probe}\n{}",
             r.show()
         );
@@ -1145,3 +1150,120 @@ try:
 except Exception as e:
     print('refused', type(e).__name__, e)
 "#;
+
+/// The import probe on a host-style root (`--rootfs DIR`, a system Python
+/// with the banned upstream installed system-wide, as a host with `tomli`
+/// would be): importable in a plain sandbox on that root (the attack
+/// works without the mask), not importable by the agent, and recorded in
+/// trial.json with where it was. Root and rootless.
+#[test]
+fn a_banned_module_installed_in_a_host_style_root_is_masked_and_recorded() {
+    if !imgkit::require_tool("python3", "the Python root") {
+        return;
+    }
+    for who in [Who::Root, Who::Delegated] {
+        let ctx = Ctx::new(who, "import-probe");
+        let Some(pyroot) = imgkit::python_rootfs(&ctx.dir.join("pyroot")) else {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "no host Python root"
+            );
+            eprintln!("note: no /usr/bin/python3 with its standard library; skipped");
+            return;
+        };
+        let site = imgkit::plant_fake_banned(&pyroot);
+        imgkit::sh(&format!(
+            "chown -R {0}:{0} '{1}'",
+            who.uid(),
+            pyroot.display()
+        ));
+        let site_in = Path::new("/").join(site.strip_prefix(&pyroot).unwrap());
+        let run = |args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            ctx.spawn_args(&args, &[], None)
+                .wait(Duration::from_secs(300))
+        };
+        // Without the mask: the banned upstream imports.
+        let r = run(&[
+            "sandbox",
+            "run",
+            "--rootfs",
+            pyroot.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            "import fakeban, fakebanmod; print(fakeban.ANSWER + fakebanmod.ANSWER)",
+        ]);
+        r.assert_code(0, "plain sandbox on the root");
+        assert_eq!(r.stdout, "84\n", "{}", r.show());
+        // The agent: imports both by computed names (past the static scan).
+        let case = imgkit::case_copy(&ctx.dir, "img-apt-pip");
+        let agent = ctx.dir.join("importer.toml");
+        fs::write(
+            &agent,
+            "name = \"importer\"\n\
+             command = \"for m in fakeban fakebanmod; do python3 -c \\\"import importlib; importlib.import_module('$m'); print('$m imported')\\\" >> /app/probe.txt 2>&1; done; \
+             echo CODINGBENCH_SUBMIT > /logs/agent/submit\"\n",
+        )
+        .unwrap();
+        world_readable(&agent);
+        let out = ctx.out.join("trial");
+        let r = run(&[
+            "trial",
+            case.to_str().unwrap(),
+            "--rootfs",
+            pyroot.to_str().unwrap(),
+            "--agent",
+            agent.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let probe = fs::read_to_string(out.join("workspace/probe.txt")).unwrap_or_default();
+        assert!(
+            !probe.contains("imported")
+                && probe
+                    .lines()
+                    .filter(|l| l.starts_with("ModuleNotFoundError: No module named"))
+                    .count()
+                    == 2,
+            "the agent imported the banned upstream:\n{probe}\n{}",
+            r.show()
+        );
+        let rec: Value = serde_json::from_str(
+            &fs::read_to_string(out.join("trial.json"))
+                .unwrap_or_else(|e| panic!("trial.json: {e}\n{}", r.show())),
+        )
+        .unwrap();
+        let masked: Vec<(String, String)> = rec["masked_imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["module"].as_str().unwrap().to_owned(),
+                    m["path"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            masked,
+            [
+                (
+                    "fakeban".to_owned(),
+                    site_in.join("fakeban").display().to_string()
+                ),
+                (
+                    "fakebanmod".to_owned(),
+                    site_in.join("fakebanmod.py").display().to_string()
+                )
+            ],
+            "{rec}"
+        );
+        // The root folder itself is untouched: the mask is a bind.
+        assert_eq!(
+            fs::read_to_string(site.join("fakeban/__init__.py")).unwrap(),
+            "ANSWER = 42\n"
+        );
+        ctx.assert_clean("import probe");
+    }
+}

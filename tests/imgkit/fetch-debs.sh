@@ -10,6 +10,8 @@ set -euo pipefail
 dir=${1:-/var/cache/cbrun-ci/debs}
 mkdir -p "$dir"
 cd "$dir"
+# A fresh machine may have no package lists yet.
+apt-cache show python3-pytest >/dev/null 2>&1 || apt-get update -qq
 ess=$(apt-cache dumpavail | awk '/^Package:/{p=$2} /^Essential: yes/{print p}' | sort -u)
 pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
         --no-breaks --no-replaces --no-enhances apt python3-pip python3-pytest $ess \
