@@ -58,6 +58,9 @@ impl LimitArgs {
                 let store = Store::open(Store::default_root()?)?;
                 let u = use_image(&store, name, &host.mapping, None)
                     .with_context(|| format!("--image {name}"))?;
+                if let Some(n) = u.note() {
+                    super::messages::warning(n);
+                }
                 Ok(Root {
                     rootfs: RootfsSource::Image(u.root.clone()),
                     env: u.env.clone(),

@@ -213,6 +213,9 @@ fn apply_image(
     let store = Store::open(Store::default_root()?)?;
     let u =
         use_image(&store, name, &host.mapping, None).with_context(|| format!("--image {name}"))?;
+    if let Some(n) = u.note() {
+        messages::warning(n);
+    }
     cfg.rootfs = RootfsSource::Image(u.root.clone());
     let mut env: Vec<EnvVar> = u
         .env

@@ -66,6 +66,9 @@ pub struct SolveArgs {
     /// Install the agent afresh: neither use nor fill the install cache.
     #[arg(long)]
     fresh_install: bool,
+    /// Extra CA certificates (PEM) the agent's sandboxes trust, or `system` for the host's bundle (repeatable).
+    #[arg(long, value_name = "FILE|system")]
+    ca_bundle: Vec<cbrun::image::ca::CaSource>,
     /// The trial folder (must not exist); default ./cbrun-trials/<case>-<time>-<pid>.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -184,6 +187,7 @@ pub fn solve_options(a: &SolveArgs, root: &Root) -> Result<SolveOptions> {
         rootfs: root.rootfs.clone(),
         image_env: root.env.clone(),
         agent_run,
+        ca: cbrun::image::ca::CaBundle::load_all(&a.ca_bundle)?,
     })
 }
 

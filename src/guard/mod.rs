@@ -54,6 +54,7 @@
 pub mod names;
 pub mod nodehook;
 pub mod pkgshim;
+pub mod probe;
 pub mod pyhook;
 pub mod shadow;
 

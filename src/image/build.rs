@@ -1,36 +1,83 @@
 //! `cbrun image build`: an agent image from a case (its recipe's base image
-//! plus `install_command` and `build_command`, and its resources) or from a
-//! standalone recipe file.
+//! plus `install_command`, and its resources) or from a standalone recipe
+//! file.
 //!
-//! The commands run in a build sandbox on the base image's overlay, with
-//! host networking (stated in the output) and root inside the user
-//! namespace. The overlay's upper directory is exactly what changed; it is
-//! turned into one layer (whiteouts for deletions) on top of the base.
-//! Results are cached by (base manifest, commands, environment, resources).
+//! As the published runner does, only `install_command` runs:
+//! `build_command` is the agent's job (there is no upstream tree to
+//! compile) and is never replayed. The command runs in a build sandbox on
+//! the base image's overlay, as `bash -o pipefail -lc` (`/bin/sh -c` where
+//! the image has no bash), with host networking (in the report), root
+//! inside the user namespace holding the capabilities package managers
+//! need ([`CapabilitySet::package_manager`]; every other sandbox has
+//! none), the case's `source/env` read-only at `/env-assets` when it is
+//! not empty, and, when asked, extra CA certificates (see [`super::ca`]).
+//! A failed attempt is retried on a fresh layer, up to
+//! [`BuildOptions::attempts`] in all, [`BuildOptions::retry_delay`] apart
+//! (the published runner: 3 attempts, 15 s apart, on any non-zero exit).
+//!
+//! apt drops to `_apt` for downloads. As real root the sandbox maps 65536
+//! ids, `_apt` among them, and the capabilities let apt switch to it. A
+//! rootless build maps one id only (cbrun enters a user namespace of its
+//! own), where `_apt` cannot exist: there the build-only setting
+//! `APT::Sandbox::User "root"` keeps apt as root. That setting, and any
+//! CA bundle standing in for the image's store, are taken out of the layer
+//! before it is captured (`seed`).
+//!
+//! The overlay's upper directory is exactly what changed; it is turned into
+//! one layer (whiteouts for deletions) on top of the base (`layer`). Results
+//! are cached by (base manifest, install command, environment, resources,
+//! `source/env` contents, registry variables passed through).
+//!
+//! Every build writes a record (the report, as JSON) next to its log in
+//! the store's `logs/`; a built image's config carries the same facts as
+//! `io.cbrun.build.*` labels.
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, BufReader, Read, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::digest::{Digest, DigestWriter};
+use super::ca::{self, CaBundle, CaUse};
+use super::digest::Digest;
 use super::store::{remove_tree, ImageRef, Store, StoreError};
-use super::unpack::{apply_layer, decompress, OwnerMode, UnpackOptions};
 use super::unpacked::{use_image, UnpackedError};
 use crate::case::Case;
-use crate::sandbox::config::{EnvVar, NetworkPolicy, RootfsSource, SandboxConfig, Stdio};
+use crate::sandbox::config::{
+    BindMount, CapabilitySet, EnvVar, NetworkPolicy, RootfsSource, SandboxConfig, Stdio,
+};
 use crate::sandbox::idmap::MappingSource;
 use crate::sandbox::run::{self, HostView};
+use crate::sys::dir::Dir;
+use crate::trial::stage::Stage;
+
+mod layer;
+mod resource;
+mod seed;
 
 /// Shipped base-image mapping (`rootfs/base-images.toml`).
 pub const DEFAULT_BASE_MAP: &str = include_str!("../../rootfs/base-images.toml");
 
-/// apt drops to `_apt`, which a single-id user namespace cannot switch to.
-const APT_SANDBOX_CONF: &str = "etc/apt/apt.conf.d/00cbrun-build-sandbox";
+/// Where a case's `source/env` appears during the install.
+pub const ENV_ASSETS: &str = "/env-assets";
+
+/// Host variables the published runner passes into its install container
+/// (registry mirrors). Passed the same way when set; the image keeps none.
+pub const REGISTRY_ENV: &[&str] = &[
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "NPM_CONFIG_REGISTRY",
+    "npm_config_registry",
+    "MAVEN_OPTS",
+    "PNPM_HOME",
+];
+
+/// The published runner's retry policy.
+pub const DEFAULT_ATTEMPTS: u32 = 3;
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -48,10 +95,17 @@ pub enum BuildError {
     Resource { id: String, why: String },
     #[error("build sandbox: {0}")]
     Sandbox(String),
-    #[error("the build commands failed ({status}); log: {log}")]
-    Failed { status: String, log: PathBuf },
+    #[error("the install command failed ({status}) after {attempts} attempt(s); log: {log}")]
+    Failed {
+        status: String,
+        attempts: u32,
+        log: PathBuf,
+    },
     #[error("capturing the layer: {path}: {source}")]
-    Layer { path: PathBuf, source: io::Error },
+    Layer {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// A standalone recipe (TOML): an image not tied to a case.
@@ -62,6 +116,7 @@ pub struct RecipeFile {
     pub base: String,
     #[serde(default)]
     pub install_command: String,
+    /// Accepted for the published shape; never run (the agent's job).
     #[serde(default)]
     pub build_command: String,
     /// `KEY=VALUE` set during the build and in the image.
@@ -77,9 +132,12 @@ pub struct RecipeFile {
 pub struct BuildPlan {
     pub base: String,
     pub install_command: String,
+    /// Recorded, never run.
     pub build_command: String,
     pub env: Vec<(String, String)>,
     pub resources: Vec<ResourcePlan>,
+    /// The case's `source/env`, when it holds anything.
+    pub env_assets: Option<PathBuf>,
     /// Repository name of the result; the tag is the cache key.
     pub name: String,
     pub origin: String,
@@ -100,9 +158,54 @@ pub struct BuildOptions {
     pub base_override: Option<String>,
     pub base_map: BTreeMap<String, String>,
     pub resource_cache: Option<PathBuf>,
+    /// Wall-clock limit of each attempt.
     pub timeout: Duration,
     /// Build even when a cached result exists.
     pub no_cache: bool,
+    /// Attempts in all (at least 1).
+    pub attempts: u32,
+    pub retry_delay: Duration,
+    /// Extra trust for the build sandbox.
+    pub ca: Option<CaBundle>,
+    /// Host variables set during the install ([`REGISTRY_ENV`], as set).
+    pub pass_env: Vec<(String, String)>,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            base_override: None,
+            base_map: BTreeMap::new(),
+            resource_cache: None,
+            timeout: Duration::from_secs(3600),
+            no_cache: false,
+            attempts: DEFAULT_ATTEMPTS,
+            retry_delay: DEFAULT_RETRY_DELAY,
+            ca: None,
+            pass_env: Vec::new(),
+        }
+    }
+}
+
+/// The registry variables of [`REGISTRY_ENV`] set (and not empty) here.
+pub fn registry_env_from_host() -> Vec<(String, String)> {
+    REGISTRY_ENV
+        .iter()
+        .filter_map(|k| {
+            let v = std::env::var(k).ok()?;
+            let v = v.trim();
+            (!v.is_empty()).then(|| (k.to_string(), v.to_owned()))
+        })
+        .collect()
+}
+
+/// One run of the install command.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    pub attempt: u32,
+    /// `ok`, `exit N`, `signal N`, `timed out`, `interrupted`.
+    pub status: String,
+    pub seconds: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -118,7 +221,26 @@ pub struct BuildReport {
     pub whiteouts: u64,
     /// Always `host` for builds (installers need the network).
     pub network: &'static str,
+    /// The command run: `install_command` only.
+    pub ran: &'static str,
+    /// How it was run (`bash -o pipefail -lc` or `/bin/sh -c`).
+    pub shell: String,
+    pub attempts: Vec<Attempt>,
+    pub max_attempts: u32,
+    pub retry_delay_sec: f64,
+    /// What root held inside the build sandbox.
+    pub capabilities: CapabilitySet,
+    /// Who apt downloads as: `_apt`, or `root` (single-id mapping).
+    pub apt_sandbox_user: &'static str,
+    /// Whether the case's `source/env` was at `/env-assets`.
+    pub env_assets: bool,
+    /// Registry variables passed through, by name.
+    pub pass_env: Vec<String>,
+    pub ca_bundle: Option<CaUse>,
+    pub warnings: Vec<String>,
     pub log: Option<PathBuf>,
+    /// This report, as written next to the log.
+    pub record: Option<PathBuf>,
 }
 
 pub fn parse_base_map(text: &str, file: &str) -> Result<BTreeMap<String, String>, BuildError> {
@@ -129,7 +251,9 @@ pub fn parse_base_map(text: &str, file: &str) -> Result<BTreeMap<String, String>
     })
 }
 
-/// The plan for a case: recipe base and commands, its resources.
+/// The plan for a case: recipe base, the install command (the manifest's
+/// runner wins; the lock fills a blank, as the published runner merges
+/// them), its resources and `source/env`.
 pub fn plan_for_case(case: &Case) -> BuildPlan {
     let mut resources = Vec::new();
     if let Some(r) = &case.resources {
@@ -151,12 +275,31 @@ pub fn plan_for_case(case: &Case) -> BuildPlan {
             });
         }
     }
+    let pick = |manifest: &str, lock: &str| {
+        if manifest.trim().is_empty() {
+            lock.to_owned()
+        } else {
+            manifest.to_owned()
+        }
+    };
+    let env_dir = case.dir.join("source/env");
+    let env_assets = fs::read_dir(&env_dir)
+        .ok()
+        .and_then(|mut d| d.next())
+        .map(|_| env_dir);
     BuildPlan {
         base: case.recipe.base_image.clone(),
-        install_command: case.recipe.runner.install_command.clone(),
-        build_command: case.recipe.runner.build_command.clone(),
+        install_command: pick(
+            &case.manifest.runner.install_command,
+            &case.recipe.runner.install_command,
+        ),
+        build_command: pick(
+            &case.manifest.runner.build_command,
+            &case.recipe.runner.build_command,
+        ),
         env: Vec::new(),
         resources,
+        env_assets,
         name: format!("cbrun-case/{}", case.id.as_str()),
         origin: format!("case {}", case.dir.display()),
     }
@@ -201,9 +344,21 @@ pub fn plan_for_recipe(path: &Path) -> Result<BuildPlan, BuildError> {
         build_command: r.build_command,
         env,
         resources: Vec::new(),
+        env_assets: None,
         name: r.name.unwrap_or(format!("cbrun-recipe/{stem}")),
         origin: format!("recipe {file}"),
     })
+}
+
+/// Who apt runs its downloads as under `mapping`: `_apt` needs more ids
+/// than a single-id mapping has.
+pub fn apt_sandbox_user(mapping: &MappingSource) -> &'static str {
+    // Real root only: every other caller's sandbox maps onto the single id
+    // of the user namespace cbrun enters (see `cgroupfs_shim`).
+    match mapping {
+        MappingSource::RootRange { len, .. } if *len > 100 => "_apt",
+        _ => "root",
+    }
 }
 
 /// Builds (or finds in the cache) the image for `plan`.
@@ -224,518 +379,429 @@ pub fn build(
         field: "base image".into(),
         why: format!("{base}: {e} (map it in rootfs/base-images.toml or pass --base)"),
     })?;
-    let key = cache_key(&base_img.manifest_digest, plan);
+    let key = cache_key(&base_img.manifest_digest, plan, &opts.pass_env)?;
     let reference = ImageRef::with_tag(&plan.name, &key[..16])?;
+    let mut report = BuildReport {
+        image: reference.to_string(),
+        manifest_digest: base_img.manifest_digest.clone(),
+        base: base.clone(),
+        base_manifest: base_img.manifest_digest.clone(),
+        cache_hit: false,
+        seconds: 0.0,
+        layer_bytes: 0,
+        layer_entries: 0,
+        whiteouts: 0,
+        network: "host",
+        ran: "install_command",
+        shell: String::new(),
+        attempts: Vec::new(),
+        max_attempts: opts.attempts.max(1),
+        retry_delay_sec: opts.retry_delay.as_secs_f64(),
+        capabilities: CapabilitySet::package_manager(),
+        apt_sandbox_user: apt_sandbox_user(&host.mapping),
+        env_assets: plan.env_assets.is_some(),
+        pass_env: opts.pass_env.iter().map(|(k, _)| k.clone()).collect(),
+        ca_bundle: None,
+        warnings: Vec::new(),
+        log: None,
+        record: None,
+    };
+    if !plan.build_command.trim().is_empty() {
+        report.warnings.push(
+            "build_command is not run: building the product is the agent's job (as in the published runner)"
+                .into(),
+        );
+    }
     if !opts.no_cache {
         if let Ok(hit) = store.resolve(&reference.to_string()) {
-            return Ok(BuildReport {
-                image: reference.to_string(),
-                manifest_digest: hit.manifest_digest,
-                base,
-                base_manifest: base_img.manifest_digest,
-                cache_hit: true,
-                seconds: started.elapsed().as_secs_f64(),
-                layer_bytes: 0,
-                layer_entries: 0,
-                whiteouts: 0,
-                network: "host",
-                log: None,
-            });
+            report.manifest_digest = hit.manifest_digest;
+            report.cache_hit = true;
+            report.seconds = started.elapsed().as_secs_f64();
+            return Ok(report);
         }
     }
 
+    store.check_writable("building")?;
     let work = store.temp_path("build");
-    let upper = work.join("upper");
-    fs::create_dir_all(&upper).map_err(|source| BuildError::Layer {
-        path: upper.clone(),
-        source,
-    })?;
     let logs = store.root().join("logs");
     let _ = fs::create_dir_all(&logs);
-    let log = logs.join(format!(
-        "build-{}-{}.log",
-        plan.name.replace('/', "_"),
-        &key[..16]
-    ));
-    let result = build_in(store, plan, opts, host, &base, &upper, &log);
-    let out = result.and_then(|()| commit_layer(store, &base_img, &upper, plan, &reference, host));
+    let stem = format!("build-{}-{}", plan.name.replace('/', "_"), &key[..16]);
+    let log = logs.join(format!("{stem}.log"));
+    let record = logs.join(format!("{stem}.json"));
+    report.log = Some(log.clone());
+    report.record = Some(record.clone());
+    let result = build_in(store, plan, opts, host, &work, &log, &mut report).and_then(|upper| {
+        let labels = labels(&report);
+        layer::commit_layer(store, &base_img, &upper, plan, &labels, &reference, host)
+    });
     let _ = remove_tree(&work);
-    let (manifest_digest, layer_bytes, layer_entries, whiteouts) = out?;
-    Ok(BuildReport {
-        image: reference.to_string(),
-        manifest_digest,
-        base,
-        base_manifest: base_img.manifest_digest,
-        cache_hit: false,
-        seconds: started.elapsed().as_secs_f64(),
-        layer_bytes,
-        layer_entries,
-        whiteouts,
-        network: "host",
-        log: Some(log),
-    })
+    report.seconds = started.elapsed().as_secs_f64();
+    if let Ok((manifest_digest, layer_bytes, layer_entries, whiteouts)) = &result {
+        report.manifest_digest = manifest_digest.clone();
+        report.layer_bytes = *layer_bytes;
+        report.layer_entries = *layer_entries;
+        report.whiteouts = *whiteouts;
+    }
+    // The record, failed builds included.
+    if let Ok(bytes) = crate::fsutil::json_bytes(&report) {
+        let _ = crate::fsutil::write_atomic(&record, &bytes);
+    }
+    result.map(|_| report)
 }
 
-fn cache_key(base: &Digest, plan: &BuildPlan) -> String {
+/// The `io.cbrun.build.*` labels of a built image.
+fn labels(r: &BuildReport) -> Vec<(String, String)> {
+    let mut l = vec![
+        ("io.cbrun.build.ran".to_owned(), r.ran.to_owned()),
+        (
+            "io.cbrun.build.attempts".to_owned(),
+            format!("{}/{}", r.attempts.len(), r.max_attempts),
+        ),
+        (
+            "io.cbrun.build.capabilities".to_owned(),
+            r.capabilities
+                .iter()
+                .map(|c| {
+                    serde_json::to_value(c)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        (
+            "io.cbrun.build.apt-sandbox-user".to_owned(),
+            r.apt_sandbox_user.to_owned(),
+        ),
+    ];
+    if let Some(c) = &r.ca_bundle {
+        l.push((
+            "io.cbrun.build.ca-bundle".to_owned(),
+            format!(
+                "{} ({} certificates; build sandbox only, not in the image)",
+                c.source, c.certificates
+            ),
+        ));
+    }
+    l
+}
+
+fn cache_key(
+    base: &Digest,
+    plan: &BuildPlan,
+    pass_env: &[(String, String)],
+) -> Result<String, BuildError> {
+    let assets = match &plan.env_assets {
+        Some(d) => tree_digest(d)?,
+        None => String::new(),
+    };
     let v = serde_json::json!({
         "base": base.to_string(),
         "install": plan.install_command,
-        "build": plan.build_command,
         "env": plan.env,
         "resources": plan.resources,
-        "version": 1,
+        "env_assets": assets,
+        "registry": pass_env,
+        "version": 2,
     });
-    Digest::of_bytes(v.to_string().as_bytes()).hex().to_owned()
+    Ok(Digest::of_bytes(v.to_string().as_bytes()).hex().to_owned())
 }
 
+/// A digest of a directory's names, kinds, modes and contents (the case's
+/// `source/env`), without following links.
+fn tree_digest(dir: &Path) -> Result<String, BuildError> {
+    use std::os::unix::fs::PermissionsExt;
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| BuildError::Layer { path, source }
+    };
+    let mut lines = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let here = dir.join(&rel);
+        let mut names: Vec<_> = fs::read_dir(&here)
+            .map_err(err(&here))?
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        names.sort();
+        for n in names {
+            let r = rel.join(&n);
+            let p = dir.join(&r);
+            let m = fs::symlink_metadata(&p).map_err(err(&p))?;
+            let mode = m.permissions().mode();
+            let what = if m.is_dir() {
+                stack.push(r.clone());
+                "dir".to_owned()
+            } else if m.file_type().is_symlink() {
+                format!("link {}", fs::read_link(&p).map_err(err(&p))?.display())
+            } else if m.is_file() {
+                let f = fs::File::open(&p).map_err(err(&p))?;
+                Digest::of_reader(f).map_err(err(&p))?.to_string()
+            } else {
+                "other".to_owned()
+            };
+            lines.push(format!("{} {mode:o} {what}", r.display()));
+        }
+    }
+    lines.sort();
+    Ok(Digest::of_bytes(lines.join("\n").as_bytes())
+        .hex()
+        .to_owned())
+}
+
+/// Runs the install command until it succeeds or the attempts run out;
+/// returns the upper directory holding the successful attempt's changes.
 fn build_in(
     store: &Store,
     plan: &BuildPlan,
     opts: &BuildOptions,
     host: &HostView,
-    base: &str,
-    upper: &Path,
+    work: &Path,
     log: &Path,
-) -> Result<(), BuildError> {
-    let u = use_image(store, base, &host.mapping, Some(upper.to_path_buf()))?;
-    let lower = u.root.lower.clone();
-    for r in &plan.resources {
-        let rel = r.dest.strip_prefix("/").unwrap_or(&r.dest);
-        mkdirs_as_lower(&lower, upper, rel)?;
-        fetch_resource(r, opts.resource_cache.as_deref(), upper, &host.mapping)?;
-    }
-    let apt_conf = upper.join(APT_SANDBOX_CONF);
-    let mut apt_dirs = Vec::new();
-    if let Some(parent) = Path::new(APT_SANDBOX_CONF).parent() {
-        apt_dirs = mkdirs_as_lower(&lower, upper, parent)?;
-    }
-    fs::write(&apt_conf, "APT::Sandbox::User \"root\";\n").map_err(|source| BuildError::Layer {
-        path: apt_conf.clone(),
-        source,
-    })?;
-    own_like(&apt_conf, &lower).map_err(|source| BuildError::Layer {
-        path: apt_conf.clone(),
-        source,
-    })?;
-    let script = [&plan.install_command, &plan.build_command]
-        .iter()
-        .filter(|c| !c.trim().is_empty())
-        .map(|c| c.as_str())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let script = if script.is_empty() {
-        "true".to_owned()
-    } else {
-        format!("set -e\n{script}")
+    report: &mut BuildReport,
+) -> Result<PathBuf, BuildError> {
+    let lerr = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| BuildError::Layer { path, source }
     };
-    let mut cfg = SandboxConfig::new(vec!["/bin/sh".into(), "-c".into(), script]);
-    cfg.rootfs = RootfsSource::Image(u.root.clone());
-    cfg.network = NetworkPolicy::Host;
-    cfg.timeout = Some(opts.timeout);
-    cfg.init = true;
-    cfg.hostname = "build".into();
-    cfg.stdout = Stdio::File(log.to_path_buf());
-    cfg.stderr = Stdio::Append(log.to_path_buf());
-    let mut env: Vec<EnvVar> = u
-        .env
+    fs::create_dir_all(work).map_err(lerr(work))?;
+    let _ = fs::remove_file(log);
+    // Resources are fetched (and checked) once, placed on every attempt.
+    let fetched = plan
+        .resources
         .iter()
-        .chain(plan.env.iter())
-        .map(|(k, v)| EnvVar {
-            key: k.clone(),
-            value: v.clone(),
-        })
-        .collect();
-    for (k, v) in [("DEBIAN_FRONTEND", "noninteractive"), ("HOME", "/root")] {
-        if !env.iter().any(|e| e.key == k) {
-            env.push(EnvVar {
-                key: k.into(),
-                value: v.into(),
-            });
+        .map(|r| resource::fetch_resource(r, opts.resource_cache.as_deref(), work))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Bind sources the sandbox's root can reach (the store's tmp/ is
+    // cbrun's alone): a stage under the state root, as trials use.
+    let stage = Stage::new().map_err(|e| BuildError::Sandbox(format!("staging directory: {e}")))?;
+    let assets = match &plan.env_assets {
+        None => None,
+        Some(d) => Some(match stage.tree(d, "env") {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                report.warnings.push(format!(
+                    "{} exceeds the staging caps: bound from the case folder",
+                    d.display()
+                ));
+                d.clone()
+            }
+            Err(e) => return Err(BuildError::Sandbox(format!("staging {}: {e}", d.display()))),
+        }),
+    };
+    let base = &report.base.clone();
+    let max = opts.attempts.max(1);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let attempt_dir = work.join(format!("attempt-{attempt}"));
+        let upper = attempt_dir.join("upper");
+        fs::create_dir_all(&upper).map_err(lerr(&upper))?;
+        let u = use_image(store, base, &host.mapping, Some(upper.clone()))?;
+        let lower = u.root.lower.clone();
+        for (r, path) in plan.resources.iter().zip(&fetched) {
+            let rel = r.dest.strip_prefix("/").unwrap_or(&r.dest);
+            seed::mkdirs_as_lower(&lower, &upper, rel)?;
+            resource::place_resource(r, path, &upper, &host.mapping)?;
         }
-    }
-    cfg.env = env;
-    eprintln!("cbrun: build: network: host (the build sandbox shares the host's network)");
-    let out = run::run(&cfg, host).map_err(|e| BuildError::Sandbox(e.to_string()))?;
-    drop(u);
-    // The apt setting is the build's, not the image's.
-    let _ = fs::remove_file(&apt_conf);
-    for d in apt_dirs.iter().rev() {
-        let _ = fs::remove_dir(d);
-    }
-    if out.timed_out || out.exit_code != Some(0) {
-        let status = if out.timed_out {
+        let (seeds, ca_use) = seeds_for(&lower, opts, report.apt_sandbox_user);
+        report.ca_bundle = ca_use;
+        let placed = seed::place(&lower, &upper, seeds)?;
+        let (cfg, shell) = build_config(plan, opts, &u, assets.as_deref(), stage.path(), log)?;
+        report.shell = shell;
+        note(
+            log,
+            &format!(
+                "cbrun: build: attempt {attempt}/{max}: install_command ({}; build_command is the agent's and is not run)",
+                report.shell
+            ),
+        );
+        let t0 = Instant::now();
+        let out = run::run(&cfg, host).map_err(|e| BuildError::Sandbox(e.to_string()))?;
+        drop(u);
+        let status = if out.interrupted {
+            "interrupted".to_owned()
+        } else if out.timed_out {
             "timed out".to_owned()
+        } else if out.exit_code == Some(0) {
+            "ok".to_owned()
         } else if let Some(c) = out.exit_code {
             format!("exit {c}")
         } else {
             format!("signal {}", out.signal.unwrap_or(0))
         };
-        return Err(BuildError::Failed {
-            status,
-            log: log.to_path_buf(),
+        report.attempts.push(Attempt {
+            attempt,
+            status: status.clone(),
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+        if status == "ok" {
+            let mounts: Vec<&str> = [ENV_ASSETS, ca::BUNDLE_DIR].into();
+            let w = seed::take_out(&lower, &upper, &placed, &mounts)?;
+            report.warnings.extend(w);
+            if attempt > 1 {
+                report.warnings.push(format!(
+                    "the install command succeeded on attempt {attempt} of {max}"
+                ));
+            }
+            return Ok(upper);
+        }
+        let _ = remove_tree(&attempt_dir);
+        // A timeout or an interrupt is not retried: another attempt would
+        // take as long, or was not wanted.
+        if attempt >= max || out.timed_out || out.interrupted {
+            note(
+                log,
+                &format!("cbrun: build: attempt {attempt}/{max} failed ({status}); giving up"),
+            );
+            return Err(BuildError::Failed {
+                status,
+                attempts: attempt,
+                log: log.to_path_buf(),
+            });
+        }
+        note(
+            log,
+            &format!(
+                "cbrun: build: attempt {attempt}/{max} failed ({status}); retrying on a fresh layer in {:.0} s",
+                opts.retry_delay.as_secs_f64()
+            ),
+        );
+        std::thread::sleep(opts.retry_delay);
+    }
+}
+
+/// A line of cbrun's own in the build log.
+fn note(log: &Path, line: &str) {
+    if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(log) {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+/// The build-only files: the apt setting (where `_apt` cannot exist, or
+/// for a CA), and the CA bundle standing in for the image's store.
+fn seeds_for(
+    lower: &Path,
+    opts: &BuildOptions,
+    apt_user: &str,
+) -> (Vec<seed::Seed>, Option<CaUse>) {
+    let mut seeds = Vec::new();
+    let mut apt = String::new();
+    if apt_user == "root" {
+        apt.push_str("APT::Sandbox::User \"root\";\n");
+    }
+    let mut ca_use = None;
+    if let Some(ca) = &opts.ca {
+        apt.push_str(&format!(
+            "Acquire::https::CaInfo \"{}\";\n",
+            ca::BUNDLE_MOUNT
+        ));
+        let own = ca::root_bundle(lower);
+        if let Some(own) = &own {
+            seeds.push(seed::Seed {
+                rel: ca::SYSTEM_STORE.into(),
+                contents: ca.combined(Some(own)),
+                appended: Some(ca.appended()),
+                original: Some(own.clone()),
+            });
+        }
+        ca_use = Some(ca.usage(own.is_some()));
+    }
+    if !apt.is_empty() {
+        seeds.push(seed::Seed {
+            rel: seed::APT_CONF.into(),
+            contents: apt.into_bytes(),
+            appended: None,
+            original: None,
         });
     }
-    Ok(())
+    (seeds, ca_use)
 }
 
-/// Creates `rel` under the upper layer, each directory owned and moded like
-/// the image's own (the overlay shows the upper directory's attributes, so
-/// a directory made by cbrun would otherwise hide the image's root owner).
-fn mkdirs_as_lower(lower: &Path, upper: &Path, rel: &Path) -> Result<Vec<PathBuf>, BuildError> {
-    let mut made = Vec::new();
-    let mut cur = PathBuf::new();
-    for c in rel.components() {
-        cur.push(c);
-        let dir = upper.join(&cur);
-        if dir.is_dir() {
-            continue;
-        }
-        let e = |source| BuildError::Layer {
-            path: dir.clone(),
-            source,
-        };
-        fs::create_dir(&dir).map_err(e)?;
-        made.push(dir.clone());
-        let like = lower.join(&cur);
-        let like = if like.is_dir() {
-            like
-        } else {
-            lower.to_path_buf()
-        };
-        let m = fs::metadata(&like).map_err(|source| BuildError::Layer {
-            path: like.clone(),
-            source,
-        })?;
-        std::os::unix::fs::chown(&dir, Some(m.uid()), Some(m.gid())).map_err(|source| {
-            BuildError::Layer {
-                path: dir.clone(),
-                source,
-            }
-        })?;
-        fs::set_permissions(&dir, fs::Permissions::from_mode(m.mode() & 0o7777)).map_err(
-            |source| BuildError::Layer {
-                path: dir.clone(),
-                source,
-            },
-        )?;
-    }
-    Ok(made)
-}
-
-/// Gives `path` the owner of the image's `/`.
-fn own_like(path: &Path, lower: &Path) -> io::Result<()> {
-    let m = fs::metadata(lower)?;
-    std::os::unix::fs::chown(path, Some(m.uid()), Some(m.gid()))
-}
-
-/// Fetches (or takes from the cache) one resource, checks its sha256, and
-/// unpacks it safely under its destination in the new layer.
-fn fetch_resource(
-    r: &ResourcePlan,
-    cache: Option<&Path>,
-    upper: &Path,
-    mapping: &MappingSource,
-) -> Result<(), BuildError> {
-    let rerr = |why: String| BuildError::Resource {
-        id: r.id.clone(),
-        why,
-    };
-    let want = Digest::parse(&format!("sha256:{}", r.sha256.to_ascii_lowercase()))
-        .map_err(|e| rerr(e.to_string()))?;
-    let cached = cache.map(|c| c.join(want.hex()));
-    let path = match &cached {
-        Some(p) if p.is_file() => p.clone(),
-        _ => {
-            let dir = cache
-                .map(Path::to_path_buf)
-                .unwrap_or_else(std::env::temp_dir);
-            fs::create_dir_all(&dir).map_err(|e| rerr(format!("{}: {e}", dir.display())))?;
-            let tmp = dir.join(format!(".{}.part{}", want.hex(), std::process::id()));
-            download(&r.url, &tmp).map_err(|e| rerr(format!("{}: {e}", r.url)))?;
-            let dst = dir.join(want.hex());
-            fs::rename(&tmp, &dst).map_err(|e| rerr(e.to_string()))?;
-            dst
-        }
-    };
-    let got = Digest::of_reader(fs::File::open(&path).map_err(|e| rerr(e.to_string()))?)
-        .map_err(|e| rerr(e.to_string()))?;
-    if got != want {
-        let _ = fs::remove_file(&path);
-        return Err(rerr(format!("sha256 mismatch: expected {want}, got {got}")));
-    }
-    let dest = upper.join(r.dest.strip_prefix("/").unwrap_or(&r.dest));
-    fs::create_dir_all(&dest).map_err(|e| rerr(format!("{}: {e}", dest.display())))?;
-    let f = fs::File::open(&path).map_err(|e| rerr(e.to_string()))?;
-    let owner = match mapping {
-        MappingSource::RootRange { start, .. } => OwnerMode::Preserve {
-            uid_shift: *start,
-            gid_shift: *start,
-        },
-        _ => OwnerMode::Caller,
-    };
-    // Tarballs (plain, gzip, zstd) unpack with the layer rules (no escapes);
-    // anything else is placed as a file named after the URL.
-    let mut r2 = BufReader::new(f);
-    let looks_tar = {
-        let mut probe = decompress(BufReader::new(
-            fs::File::open(&path).map_err(|e| rerr(e.to_string()))?,
-        ))
-        .map_err(|e| rerr(e.to_string()))?;
-        let mut head = [0u8; 512];
-        let n = read_full(&mut probe, &mut head);
-        n == 512 && &head[257..262] == b"ustar"
-    };
-    if looks_tar {
-        let d = decompress(r2).map_err(|e| rerr(e.to_string()))?;
-        apply_layer(
-            &dest,
-            d,
-            &UnpackOptions {
-                owner,
-                ..UnpackOptions::default()
-            },
-        )
-        .map_err(|e| rerr(format!("unpacking: {e}")))?;
-    } else {
-        let name = r
-            .url
-            .rsplit('/')
-            .next()
-            .filter(|n| !n.is_empty() && !n.contains(".."))
-            .unwrap_or("resource");
-        let mut out =
-            fs::File::create(dest.join(name)).map_err(|e| rerr(format!("{name}: {e}")))?;
-        io::copy(&mut r2, &mut out).map_err(|e| rerr(e.to_string()))?;
-    }
-    Ok(())
-}
-
-fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> usize {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) | Err(_) => break,
-            Ok(k) => n += k,
-        }
-    }
-    n
-}
-
-fn download(url: &str, to: &Path) -> io::Result<()> {
-    if let Some(p) = url.strip_prefix("file://") {
-        fs::copy(p, to)?;
-        return Ok(());
-    }
-    let resp = ureq::get(url)
-        .timeout(Duration::from_secs(600))
-        .call()
-        .map_err(io::Error::other)?;
-    let mut f = fs::File::create(to)?;
-    io::copy(&mut resp.into_reader(), &mut f)?;
-    f.sync_all()
-}
-
-/// Turns the upper directory into a gzip'd layer, writes config and manifest
-/// and names the image. Returns (manifest digest, layer bytes, entries, whiteouts).
-fn commit_layer(
-    store: &Store,
-    base: &super::store::ResolvedImage,
-    upper: &Path,
+/// The build sandbox for one attempt.
+fn build_config(
     plan: &BuildPlan,
-    reference: &ImageRef,
-    host: &HostView,
-) -> Result<(Digest, u64, u64, u64), BuildError> {
-    let lerr = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| BuildError::Layer { path, source }
-    };
-    let shift = match host.mapping {
-        MappingSource::RootRange { start, .. } => start,
-        _ => 0,
-    };
-    let mut blob = store.blob_writer()?;
-    let (diff_id, entries, whiteouts) = {
-        let gz = flate2::write::GzEncoder::new(&mut blob, flate2::Compression::default());
-        let mut raw = DigestWriter::new(gz);
-        let (entries, whiteouts) = {
-            let mut tar = tar::Builder::new(&mut raw);
-            tar.follow_symlinks(false);
-            let mut counts = (0u64, 0u64);
-            diff_dir(&mut tar, upper, Path::new(""), shift, &mut counts).map_err(lerr(upper))?;
-            tar.finish().map_err(lerr(upper))?;
-            counts
-        };
-        let (d, _, gz) = raw.finish();
-        gz.finish().map_err(lerr(upper))?;
-        (d, entries, whiteouts)
-    };
-    let (layer_digest, layer_size) = blob.finish(None)?;
-
-    let base_manifest: serde_json::Value =
-        serde_json::from_slice(&store.read_blob_verified(&base.manifest_digest)?).map_err(|e| {
-            BuildError::Layer {
-                path: PathBuf::from(base.manifest_digest.to_string()),
-                source: io::Error::other(e),
-            }
-        })?;
-    let mut config: serde_json::Value =
-        serde_json::from_slice(&store.read_blob_verified(&base.config_digest)?).map_err(|e| {
-            BuildError::Layer {
-                path: PathBuf::from(base.config_digest.to_string()),
-                source: io::Error::other(e),
-            }
-        })?;
-    let docker = base_manifest["mediaType"]
-        .as_str()
-        .map(|m| m.contains("docker"))
+    opts: &BuildOptions,
+    u: &super::unpacked::ImageUse,
+    assets: Option<&Path>,
+    stage: &Path,
+    log: &Path,
+) -> Result<(SandboxConfig, String), BuildError> {
+    let lower = &u.root.lower;
+    let has_bash = Dir::open(lower)
+        .map(|d| {
+            ["usr/bin/bash", "bin/bash"]
+                .iter()
+                .any(|p| d.entry(p).ok().flatten().is_some())
+        })
         .unwrap_or(false);
-    if let Some(ids) = config["rootfs"]["diff_ids"].as_array_mut() {
-        ids.push(diff_id.to_string().into());
+    let install = if plan.install_command.trim().is_empty() {
+        "true".to_owned()
     } else {
-        config["rootfs"] = serde_json::json!({"type": "layers", "diff_ids": [diff_id.to_string()]});
-    }
-    if !plan.env.is_empty() {
-        let mut env: Vec<serde_json::Value> = config["config"]["Env"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        for (k, v) in &plan.env {
-            env.retain(|e| !e.as_str().is_some_and(|s| s.starts_with(&format!("{k}="))));
-            env.push(format!("{k}={v}").into());
-        }
-        config["config"]["Env"] = env.into();
-    }
-    let history = serde_json::json!({
-        "created_by": format!("cbrun image build ({})", plan.origin),
-        "comment": "install_command + build_command",
-    });
-    match config["history"].as_array_mut() {
-        Some(h) => h.push(history),
-        None => config["history"] = serde_json::json!([history]),
-    }
-    let config_bytes = serde_json::to_vec(&config).map_err(|e| BuildError::Layer {
-        path: upper.to_path_buf(),
-        source: io::Error::other(e),
-    })?;
-    let (config_digest, config_size) = store.put_blob(&config_bytes[..], None)?;
-    let mut manifest = base_manifest.clone();
-    manifest["config"]["digest"] = config_digest.to_string().into();
-    manifest["config"]["size"] = config_size.into();
-    let layer_type = if docker {
-        "application/vnd.docker.image.rootfs.diff.tar.gzip"
+        plan.install_command.clone()
+    };
+    let (command, shell) = if has_bash {
+        (
+            vec![
+                "bash".into(),
+                "-o".into(),
+                "pipefail".into(),
+                "-lc".into(),
+                install,
+            ],
+            "bash -o pipefail -lc".to_owned(),
+        )
     } else {
-        "application/vnd.oci.image.layer.v1.tar+gzip"
+        (
+            vec!["/bin/sh".into(), "-c".into(), install],
+            "/bin/sh -c".to_owned(),
+        )
     };
-    let layer = serde_json::json!({
-        "mediaType": layer_type,
-        "digest": layer_digest.to_string(),
-        "size": layer_size,
-    });
-    match manifest["layers"].as_array_mut() {
-        Some(l) => l.push(layer),
-        None => manifest["layers"] = serde_json::json!([layer]),
+    let mut cfg = SandboxConfig::new(command);
+    cfg.rootfs = RootfsSource::Image(u.root.clone());
+    cfg.network = NetworkPolicy::Host;
+    cfg.timeout = Some(opts.timeout);
+    cfg.init = true;
+    cfg.hostname = "build".into();
+    cfg.caps = CapabilitySet::package_manager();
+    cfg.stdout = Stdio::Append(log.to_path_buf());
+    cfg.stderr = Stdio::Append(log.to_path_buf());
+    if let Some(assets) = assets {
+        cfg.binds.push(BindMount {
+            src: assets.to_path_buf(),
+            dst: PathBuf::from(ENV_ASSETS),
+            readonly: true,
+        });
     }
-    if let Some(obj) = manifest.as_object_mut() {
-        obj.remove("annotations");
+    let mut env: Vec<(String, String)> = u.env.clone();
+    env.extend(plan.env.iter().cloned());
+    env.extend(opts.pass_env.iter().cloned());
+    if let Some(ca) = &opts.ca {
+        let file = stage.join("ca-certificates.crt");
+        let own = ca::root_bundle(lower);
+        fs::write(&file, ca.combined(own.as_deref())).map_err(|source| BuildError::Layer {
+            path: file.clone(),
+            source,
+        })?;
+        cfg.binds.push(BindMount {
+            src: file,
+            dst: PathBuf::from(ca::BUNDLE_MOUNT),
+            readonly: true,
+        });
+        env.extend(ca::env());
     }
-    let manifest_bytes = serde_json::to_vec(&manifest).map_err(|e| BuildError::Layer {
-        path: upper.to_path_buf(),
-        source: io::Error::other(e),
-    })?;
-    let d = store.commit_image(
-        reference,
-        &manifest_bytes,
-        &format!("build {}", plan.origin),
-    )?;
-    Ok((d, layer_size, entries, whiteouts))
-}
-
-/// overlayfs marks: a whiteout is a 0/0 character device (or, with
-/// `userxattr`, a file carrying `user.overlay.whiteout`); an opaque
-/// directory carries `trusted.overlay.opaque` / `user.overlay.opaque` = y.
-fn is_whiteout(path: &Path, meta: &fs::Metadata) -> bool {
-    (meta.file_type().is_char_device() && meta.rdev() == 0)
-        || (meta.is_file() && meta.len() == 0 && has_xattr(path, "user.overlay.whiteout"))
-}
-
-fn is_opaque(path: &Path) -> bool {
-    has_xattr(path, "trusted.overlay.opaque") || has_xattr(path, "user.overlay.opaque")
-}
-
-fn has_xattr(path: &Path, name: &str) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(p) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    let Ok(n) = std::ffi::CString::new(name) else {
-        return false;
-    };
-    let mut buf = [0u8; 8];
-    // SAFETY: `p` and `n` are NUL-terminated and outlive the call; `buf` is
-    // valid for writes of its length, which lgetxattr never exceeds.
-    let r = unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    r >= 0
-}
-
-fn diff_dir<W: Write>(
-    tar: &mut tar::Builder<W>,
-    dir: &Path,
-    rel: &Path,
-    shift: u32,
-    counts: &mut (u64, u64),
-) -> io::Result<()> {
-    let mut names: Vec<_> = fs::read_dir(dir)?
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    names.sort();
-    for name in names {
-        let path = dir.join(&name);
-        let r = rel.join(&name);
-        let meta = fs::symlink_metadata(&path)?;
-        if is_whiteout(&path, &meta) {
-            let wh = rel.join(format!(".wh.{}", name.to_string_lossy()));
-            append_empty(tar, &wh)?;
-            counts.1 += 1;
-            continue;
+    for (k, v) in [("DEBIAN_FRONTEND", "noninteractive"), ("HOME", "/root")] {
+        if !env.iter().any(|(e, _)| e == k) {
+            env.push((k.into(), v.into()));
         }
-        let mut h = tar::Header::new_gnu();
-        h.set_mtime(meta.mtime().max(0) as u64);
-        h.set_uid(u64::from(meta.uid().saturating_sub(shift)));
-        h.set_gid(u64::from(meta.gid().saturating_sub(shift)));
-        h.set_mode(meta.permissions().mode() & 0o7777);
-        counts.0 += 1;
-        let ft = meta.file_type();
-        if ft.is_dir() {
-            h.set_entry_type(tar::EntryType::Directory);
-            h.set_size(0);
-            tar.append_data(&mut h, &r, io::empty())?;
-            if is_opaque(&path) {
-                append_empty(tar, &r.join(".wh..wh..opq"))?;
-                counts.1 += 1;
-            }
-            diff_dir(tar, &path, &r, shift, counts)?;
-        } else if ft.is_symlink() {
-            h.set_entry_type(tar::EntryType::Symlink);
-            h.set_size(0);
-            let target = fs::read_link(&path)?;
-            tar.append_link(&mut h, &r, &target)?;
-        } else if ft.is_file() {
-            h.set_entry_type(tar::EntryType::Regular);
-            h.set_size(meta.len());
-            let f = fs::File::open(&path)?;
-            tar.append_data(&mut h, &r, f)?;
-        }
-        // Sockets, fifos and devices other than whiteouts are not image content.
     }
-    Ok(())
-}
-
-fn append_empty<W: Write>(tar: &mut tar::Builder<W>, path: &Path) -> io::Result<()> {
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_size(0);
-    h.set_mode(0o644);
-    h.set_mtime(0);
-    tar.append_data(&mut h, path, io::empty())
+    let mut vars: Vec<EnvVar> = Vec::new();
+    for (k, v) in env {
+        vars.retain(|e| e.key != k);
+        vars.push(EnvVar { key: k, value: v });
+    }
+    cfg.env = vars;
+    Ok((cfg, shell))
 }

@@ -51,6 +51,7 @@
 
 pub mod bootstrap;
 pub mod build;
+pub mod ca;
 pub mod digest;
 pub mod export;
 pub mod hasher;

@@ -515,6 +515,9 @@ impl ConfigEntry {
                 limits: limits.clone(),
                 rootfs: root.rootfs.clone(),
                 image_env: root.env.clone(),
+                // A run's extra trust comes from the host's environment
+                // (SSL_CERT_FILE and friends, passed by the specs).
+                ca: None,
             },
             judge: JudgeOptions {
                 rootfs: root.rootfs.clone(),

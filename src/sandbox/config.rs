@@ -2,6 +2,7 @@
 //! user-facing strings (`--bind`, `--memory`, ...) lives here so every bad
 //! value gets the same kind of one-line error.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -312,6 +313,70 @@ impl Default for Limits {
     }
 }
 
+/// A capability the sandbox's root may keep. Only those that act on what
+/// the sandbox's own user namespace owns (its mapped ids, its files) are
+/// offered: nothing that reaches the kernel, the network or mounts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Capability {
+    /// Give files to other mapped ids (dpkg unpacking `_apt`'s files).
+    CapChown,
+    /// Read and write files of other mapped ids (`/var/lib/apt/lists/partial`).
+    CapDacOverride,
+    /// chmod and utime files of other mapped ids.
+    CapFowner,
+    /// Keep set-group-id bits on files of groups root is not in.
+    CapFsetid,
+    /// Signal processes of other mapped ids (apt's `_apt` download methods).
+    CapKill,
+    /// Switch to another mapped uid (apt drops to `_apt`).
+    CapSetuid,
+    /// Switch to another mapped gid and set supplementary groups.
+    CapSetgid,
+}
+
+/// The capabilities the command keeps (as root inside; a non-root `--user`
+/// loses them at exec, as anywhere). Empty by default: every sandbox but an
+/// image build's runs with all five sets empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
+pub struct CapabilitySet(BTreeSet<Capability>);
+
+impl CapabilitySet {
+    pub fn none() -> Self {
+        CapabilitySet::default()
+    }
+
+    /// What root needs in a user namespace to run package managers (apt,
+    /// dpkg, pip as root): own and change files of any mapped id, and
+    /// switch to the unprivileged ids apt uses. Not CAP_SETPCAP: apt's
+    /// drop to `_apt` is setgroups/setresgid/setresuid, which need only
+    /// CAP_SETGID and CAP_SETUID.
+    pub fn package_manager() -> Self {
+        use Capability::*;
+        CapabilitySet(
+            [
+                CapChown,
+                CapDacOverride,
+                CapFowner,
+                CapFsetid,
+                CapKill,
+                CapSetuid,
+                CapSetgid,
+            ]
+            .into(),
+        )
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Capability> + '_ {
+        self.0.iter().copied()
+    }
+}
+
 /// Where a standard stream goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stdio {
@@ -353,6 +418,8 @@ pub struct SandboxConfig {
     pub init: bool,
     /// Descriptors the command gets besides 0, 1 and 2.
     pub pass_fds: Vec<PassFd>,
+    /// Capabilities root keeps inside (image builds only; none otherwise).
+    pub caps: CapabilitySet,
     pub command: Vec<String>,
 }
 
@@ -375,6 +442,7 @@ impl SandboxConfig {
             stderr: Stdio::Inherit,
             init: false,
             pass_fds: Vec::new(),
+            caps: CapabilitySet::none(),
             command,
         }
     }

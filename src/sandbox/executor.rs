@@ -1,6 +1,7 @@
 //! The last steps inside the sandbox, between libcontainer's setup and the
-//! user's command: bring `lo` up, drop every capability, tie the sandbox's
-//! life to cbrun's, install our seccomp filter, exec.
+//! user's command: bring `lo` up, drop every capability (but those an image
+//! build's root keeps), tie the sandbox's life to cbrun's, install our
+//! seccomp filter, exec.
 //!
 //! libcontainer ignores a spec's seccomp section without its libseccomp
 //! feature, and it leaves `lo` down; both are done here. The spec keeps
@@ -37,6 +38,8 @@ pub struct SandboxExecutor {
     /// sockets); none of them may reach the command, or the `--init` pid 1
     /// that stays this very process.
     pub pass_fds: Vec<(std::os::fd::RawFd, std::os::fd::RawFd)>,
+    /// Capabilities the command keeps (empty but for image builds).
+    pub keep_caps: super::config::CapabilitySet,
 }
 
 impl Executor for SandboxExecutor {
@@ -95,7 +98,7 @@ impl SandboxExecutor {
             become_user(uid, gid)
                 .map_err(|e| ExecutorError::Other(format!("entering --user {uid}:{gid}: {e}")))?;
         }
-        drop_all_capabilities()
+        drop_capabilities(&self.keep_caps)
             .map_err(|e| ExecutorError::Other(format!("dropping capabilities: {e}")))?;
         // SAFETY: prctl with plain integer arguments; a query, nothing
         // changes.
@@ -228,18 +231,35 @@ fn loopback_up() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Empty all five capability sets. Bounding first: dropping from it needs
-/// CAP_SETPCAP, which goes with the effective set last.
-fn drop_all_capabilities() -> Result<(), caps::errors::CapsError> {
+/// Empty all five capability sets but for `keep`, which stays in the
+/// bounding, permitted and effective sets (so root keeps it across execve;
+/// no_new_privs caps what execve may add at the permitted set). Bounding
+/// first: dropping from it needs CAP_SETPCAP, which goes with the
+/// effective set last.
+fn drop_capabilities(keep: &super::config::CapabilitySet) -> Result<(), caps::errors::CapsError> {
     use caps::CapSet;
+    let kept: caps::CapsHashSet = keep.iter().map(caps_capability).collect();
     for cap in caps::all() {
-        if caps::has_cap(None, CapSet::Bounding, cap).unwrap_or(false) {
+        if !kept.contains(&cap) && caps::has_cap(None, CapSet::Bounding, cap).unwrap_or(false) {
             caps::drop(None, CapSet::Bounding, cap)?;
         }
     }
     caps::clear(None, CapSet::Ambient)?;
     caps::clear(None, CapSet::Inheritable)?;
-    caps::clear(None, CapSet::Effective)?;
-    caps::clear(None, CapSet::Permitted)?;
+    caps::set(None, CapSet::Effective, &kept)?;
+    caps::set(None, CapSet::Permitted, &kept)?;
     Ok(())
+}
+
+fn caps_capability(c: super::config::Capability) -> caps::Capability {
+    use super::config::Capability as C;
+    match c {
+        C::CapChown => caps::Capability::CAP_CHOWN,
+        C::CapDacOverride => caps::Capability::CAP_DAC_OVERRIDE,
+        C::CapFowner => caps::Capability::CAP_FOWNER,
+        C::CapFsetid => caps::Capability::CAP_FSETID,
+        C::CapKill => caps::Capability::CAP_KILL,
+        C::CapSetuid => caps::Capability::CAP_SETUID,
+        C::CapSetgid => caps::Capability::CAP_SETGID,
+    }
 }

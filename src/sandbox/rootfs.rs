@@ -301,6 +301,12 @@ fn image_root(
     if let Ok(m) = fs::metadata(&img.lower) {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
         std::os::unix::fs::chown(&upper, Some(m.uid()), Some(m.gid()))
+            // Another user's shared root (its owner is not mapped here):
+            // `/` stays ours, which is the sandbox's root anyway.
+            .or_else(|e| match e.raw_os_error() {
+                Some(libc::EINVAL | libc::EPERM) if in_userns_caller() => Ok(()),
+                _ => Err(e),
+            })
             .and_then(|()| {
                 fs::set_permissions(&upper, fs::Permissions::from_mode(m.mode() & 0o7777))
             })
@@ -384,6 +390,11 @@ fn image_root(
             "no overlayfs ({last}): the image's root is read-only; /tmp and binds are writable"
         )),
     })
+}
+
+/// Not real root: cbrun maps only its caller's ids.
+fn in_userns_caller() -> bool {
+    !crate::host::userns::is_real_root()
 }
 
 /// 64-bit FNV-1a: stable short names (scaffold layouts, state-root tags).

@@ -440,6 +440,7 @@ fn run_in(
         lo_up: cfg.network == NetworkPolicy::None,
         nested_user: ids.nested,
         init: cfg.init,
+        keep_caps: cfg.caps.clone(),
         pass_fds: cfg
             .pass_fds
             .iter()
@@ -613,7 +614,11 @@ fn run_in(
             root_readonly: !root.writable,
             seccomp: cfg.seccomp,
             seccomp_rules: seccomp.as_ref().map(|s| s.describe()).unwrap_or_default(),
-            capabilities: "none (bounding, effective, permitted, inheritable, ambient all empty)",
+            capabilities: if cfg.caps.is_empty() {
+                "none (bounding, effective, permitted, inheritable, ambient all empty)"
+            } else {
+                "an image build's: root keeps CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETUID, SETGID in its user namespace; no other"
+            },
             no_new_privs: true,
             id_mapping: host_ids,
             dies_with_cbrun: true,

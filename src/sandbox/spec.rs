@@ -11,7 +11,7 @@ use libcontainer::oci_spec::runtime::{
     PosixRlimitType, ProcessBuilder, RootBuilder, Spec, SpecBuilder, UserBuilder,
 };
 
-use super::config::{NetworkPolicy, SandboxConfig};
+use super::config::{self, NetworkPolicy, SandboxConfig};
 use super::idmap::IdPlan;
 use super::rootfs::PreparedRoot;
 
@@ -87,12 +87,15 @@ pub fn build(inp: &SpecInputs) -> Result<Spec, SpecError> {
     // sandbox's root into a nested user namespace for `--user`, which the
     // kernel allows only to a process that held CAP_SETFCAP); it empties
     // every set before exec.
-    let kept: HashSet<Capability> = [
+    let mut kept: HashSet<Capability> = [
         Capability::NetAdmin,
         Capability::Setpcap,
         Capability::Setfcap,
     ]
     .into();
+    // What the command itself keeps (an image build's root); the executor
+    // drops the rest.
+    kept.extend(cfg.caps.iter().map(oci_capability));
     let caps = LinuxCapabilitiesBuilder::default()
         .bounding(kept.clone())
         .effective(kept.clone())
@@ -227,6 +230,20 @@ pub fn build(inp: &SpecInputs) -> Result<Spec, SpecError> {
         .linux(linux)
         .build()
         .map_err(e)
+}
+
+/// The runtime spec's name for a capability the command may keep.
+pub fn oci_capability(c: config::Capability) -> Capability {
+    use config::Capability as C;
+    match c {
+        C::CapChown => Capability::Chown,
+        C::CapDacOverride => Capability::DacOverride,
+        C::CapFowner => Capability::Fowner,
+        C::CapFsetid => Capability::Fsetid,
+        C::CapKill => Capability::Kill,
+        C::CapSetuid => Capability::Setuid,
+        C::CapSetgid => Capability::Setgid,
+    }
 }
 
 fn mount(dst: &str, typ: &str, src: &str, opts: &[&str]) -> Result<Mount, SpecError> {

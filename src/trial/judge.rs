@@ -92,6 +92,8 @@ pub struct JudgeReport {
     pub workspace_copy: Option<CopyReport>,
     pub limits: Option<crate::sandbox::outcome::Limits>,
     pub warnings: Vec<String>,
+    /// Banned modules found in the root and hidden from the tests' run.
+    pub masked_imports: Vec<guard::probe::MaskedImport>,
 }
 
 impl JudgeReport {
@@ -124,6 +126,7 @@ impl JudgeReport {
             workspace_copy: None,
             limits: None,
             warnings: Vec::new(),
+            masked_imports: Vec::new(),
         }
     }
 
@@ -274,6 +277,18 @@ fn judge_in(
     }
     phase::hide_host_paths(&mut cfg, &[&case.dir, &dir.root], &inputs.empty)
         .map_err(|e| infra("hiding host folders", &e))?;
+    let probe_work = inputs.stage.as_ref().map(|s| s.path().join("probe"));
+    let m = guard::probe::probe_and_mask(
+        &case.denylist.import_ban,
+        &opts.rootfs,
+        &opts.image_env,
+        host,
+        &probe_work.unwrap_or(work.join("probe")),
+        &cfg.binds,
+    );
+    cfg.binds.extend(m.binds);
+    report.masked_imports = m.masked;
+    report.warnings.extend(m.warnings);
     set_env(&mut cfg, "HOME", "/tmp");
     set_env(&mut cfg, "TMPDIR", "/tmp");
     set_env(&mut cfg, "APP_DIR", "/app");

@@ -261,6 +261,7 @@ fn fill_solve(rec: &mut TrialRecord, s: &SolveReport) {
     rec.denylist_violation = s.denylist_violation.clone();
     rec.denylist_fix_attempts = s.denylist_fix_attempts;
     rec.env_keys = s.env_keys.clone();
+    rec.masked_imports = s.masked_imports.clone();
     rec.warnings.extend(s.warnings.iter().cloned());
     fill_agent_evidence(rec, s);
     if let Some(l) = &s.limits {
@@ -358,6 +359,11 @@ fn finish(
                     .insert("judge", serde_json::to_value(l).unwrap_or_default());
             }
             rec.warnings.extend(j.warnings.iter().cloned());
+            for m in &j.masked_imports {
+                if !rec.masked_imports.contains(m) {
+                    rec.masked_imports.push(m.clone());
+                }
+            }
             (
                 Completed,
                 if j.infrastructure {

@@ -129,6 +129,8 @@ pub struct TrialRecord {
     pub denylist_violation: Option<String>,
     pub denylist_fix_attempts: u32,
     pub env_keys: Vec<String>,
+    /// Banned modules found in the root and hidden (solve, then judge).
+    pub masked_imports: Vec<crate::guard::probe::MaskedImport>,
     /// Root filesystem / image identity per phase.
     pub images: BTreeMap<&'static str, serde_json::Value>,
     /// Limits as read back from the kernel, per phase.
@@ -225,6 +227,7 @@ impl TrialRecord {
             denylist_violation: None,
             denylist_fix_attempts: 0,
             env_keys: Vec::new(),
+            masked_imports: Vec::new(),
             images: BTreeMap::new(),
             limits: BTreeMap::new(),
             network: serde_json::json!({"policy": "none"}),

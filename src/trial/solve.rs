@@ -59,6 +59,8 @@ pub struct SolveOptions {
     pub rootfs: RootfsSource,
     /// The image's `Env`, when the rootfs is an image.
     pub image_env: Vec<(String, String)>,
+    /// Extra CA certificates the agent's sandboxes trust (`--ca-bundle`).
+    pub ca: Option<crate::image::ca::CaBundle>,
     /// What spec agents get besides their spec.
     pub agent_run: AgentRunOptions,
 }
@@ -164,6 +166,8 @@ pub struct SolveReport {
     /// a URL may carry credentials.
     #[serde(skip)]
     base_urls: Vec<(String, String)>,
+    /// Banned modules found in the root and hidden from the agent.
+    pub masked_imports: Vec<guard::probe::MaskedImport>,
 }
 
 impl SolveReport {
@@ -191,6 +195,7 @@ impl SolveReport {
             evidence: None,
             net_from: None,
             base_urls: Vec::new(),
+            masked_imports: Vec::new(),
         }
     }
 
@@ -937,6 +942,31 @@ fn solve_config(
             set_env(&mut cfg, k, &v);
         }
     }
+    let work = inputs.stage.as_ref().map(|s| s.path().join("probe"));
+    let m = guard::probe::probe_and_mask(
+        &case.denylist.import_ban,
+        &opts.rootfs,
+        &opts.image_env,
+        &HostView::detect(),
+        &work.unwrap_or(dir.scratch().join("probe")),
+        &cfg.binds,
+    );
+    cfg.binds.extend(m.binds);
+    report.masked_imports = m.masked;
+    let mut warnings = m.warnings;
+    if let Some(ca) = &opts.ca {
+        let at = inputs.stage.as_ref().map(|s| s.path().to_path_buf());
+        let t = crate::image::ca::sandbox_trust(ca, &root_on_host, &at.unwrap_or(dir.scratch()))
+            .map_err(|e| format!("--ca-bundle: {e}"))?;
+        t.binds
+            .iter()
+            .for_each(|(s, d)| cfg.binds.push(bind(s, &d.to_string_lossy(), true)));
+        t.env.iter().for_each(|(k, v)| set_env(&mut cfg, k, v));
+        warnings.push(t.usage.describe("solve sandbox"));
+    }
+    // Once per trial, though a fix attempt builds this again.
+    warnings.retain(|w| !report.warnings.contains(w));
+    report.warnings.extend(warnings);
     Ok(cfg)
 }
 

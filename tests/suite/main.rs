@@ -20,6 +20,7 @@ mod cli;
 mod doctor_userns;
 mod image;
 mod image_build;
+mod imgkit;
 mod isolation;
 mod lifecycle;
 mod limits;

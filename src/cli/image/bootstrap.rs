@@ -55,6 +55,7 @@ pub fn exec(a: Args) -> Result<ExitStatus> {
 /// Build into a temp layout in the store, import it, remove the layout.
 fn into_store(r: &Recipe, name: &str, opts: &BootstrapOptions) -> Result<()> {
     let s = store()?;
+    s.check_writable("bootstrap")?;
     let out = s.temp_path("bootstrap");
     let rep = bootstrap::bootstrap(r, &out, opts);
     let imported = rep.map(|rep| (rep, import(&s, &out, name, &ImportOptions::default())));

@@ -1,6 +1,6 @@
 //! `cbrun image build CASE|RECIPE.toml`: the agent image of a case (its
-//! recipe's base, resources, install and build commands in a build
-//! sandbox), cached.
+//! recipe's base, resources and install command in a build sandbox;
+//! never its build command), cached.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use cbrun::image::build::{self, BuildOptions};
+use cbrun::image::ca::{CaBundle, CaSource};
 use cbrun::sandbox::run::HostView;
 
 use super::{store, ExitStatus};
@@ -32,6 +33,15 @@ pub struct Args {
     /// Build even when a cached image matches.
     #[arg(long)]
     no_cache: bool,
+    /// Attempts of the install command in all (a failed one is retried on a fresh layer).
+    #[arg(long, default_value_t = build::DEFAULT_ATTEMPTS, value_name = "N")]
+    attempts: u32,
+    /// Seconds between attempts.
+    #[arg(long, default_value_t = build::DEFAULT_RETRY_DELAY.as_secs_f64(), value_name = "SECS")]
+    retry_delay: f64,
+    /// Extra CA certificates (PEM) the build sandbox trusts, or `system` for the host's bundle (repeatable).
+    #[arg(long, value_name = "FILE|system")]
+    ca_bundle: Vec<CaSource>,
     /// Print the build report as JSON.
     #[arg(long)]
     json: bool,
@@ -47,6 +57,16 @@ pub fn exec(a: Args) -> Result<ExitStatus> {
             a.timeout
         );
     }
+    if a.attempts == 0 {
+        bail!("--attempts: 0: must be at least 1");
+    }
+    if !a.retry_delay.is_finite() || a.retry_delay < 0.0 {
+        bail!(
+            "--retry-delay: {}: must be zero or a positive number of seconds",
+            a.retry_delay
+        );
+    }
+    let ca = CaBundle::load_all(&a.ca_bundle)?;
     let plan = if a.source.is_dir() {
         let case = cbrun::case::load(&a.source)?;
         build::plan_for_case(&case)
@@ -62,6 +82,7 @@ pub fn exec(a: Args) -> Result<ExitStatus> {
     };
     let s = store()?;
     let host = HostView::detect();
+    messages::status("build: network: host (a build sandbox shares the host's network)");
     let r = build::build(
         &s,
         &plan,
@@ -71,9 +92,25 @@ pub fn exec(a: Args) -> Result<ExitStatus> {
             resource_cache: a.resource_cache,
             timeout: Duration::from_secs_f64(a.timeout),
             no_cache: a.no_cache,
+            attempts: a.attempts,
+            retry_delay: Duration::from_secs_f64(a.retry_delay),
+            ca,
+            pass_env: build::registry_env_from_host(),
         },
         &host,
     )?;
+    for w in &r.warnings {
+        messages::warning(w);
+    }
+    for t in r.attempts.iter().filter(|t| t.status != "ok") {
+        messages::warning(format_args!(
+            "build: attempt {}/{} failed ({}), retried",
+            t.attempt, r.max_attempts, t.status
+        ));
+    }
+    if let Some(c) = &r.ca_bundle {
+        messages::status(format_args!("build: {}", c.describe("build sandbox")));
+    }
     if a.json {
         messages::json_result("image build", &r)?;
         return Ok(ExitStatus::Success);

@@ -39,6 +39,7 @@ pub fn exec(a: Args) -> Result<ExitStatus> {
         (Ok(u), Ok(p)) => Some((u, p)),
         _ => None,
     };
+    s.check_writable("pull")?;
     let _hold = s.hold()?;
     let pulled = pull(
         &a.reference,

@@ -32,7 +32,17 @@ pub fn mmdebstrap_args(spec: &MmdebstrapSpec, opts: &BootstrapOptions) -> Vec<St
     }
     args.push(spec.suite.clone());
     args.push("-".to_owned());
-    args.push(opts.mirror.clone().unwrap_or_else(|| spec.mirror.clone()));
+    let mirror = opts.mirror.clone().unwrap_or_else(|| spec.mirror.clone());
+    if spec.trusted_mirror && super::recipe::is_local_mirror(&mirror) {
+        // A whole sources.list line: mmdebstrap takes it as it is.
+        args.push(format!(
+            "deb [trusted=yes] {mirror} {} {}",
+            spec.suite,
+            spec.components.join(" ")
+        ));
+    } else {
+        args.push(mirror);
+    }
     args
 }
 

@@ -134,6 +134,9 @@ pub struct BusyboxSpec {
 pub struct MmdebstrapSpec {
     pub suite: String,
     pub mirror: String,
+    /// `deb [trusted=yes]`: an unsigned local mirror (loopback or file://
+    /// only, checked when the recipe is read).
+    pub trusted_mirror: bool,
     pub variant: String,
     pub packages: Vec<String>,
     pub components: Vec<String>,

@@ -114,6 +114,7 @@ pub fn parse_recipe(text: &str, path: &Path) -> Result<Recipe, BootstrapError> {
         "components",
         "customize",
         "architecture",
+        "trusted_mirror",
     ];
     const BUSYBOX_ONLY: &[&str] = &["busybox"];
 
@@ -145,6 +146,13 @@ pub fn parse_recipe(text: &str, path: &Path) -> Result<Recipe, BootstrapError> {
                 .string("mirror")?
                 .unwrap_or_else(|| DEFAULT_MIRROR.to_owned());
             check_mirror(&mirror).map_err(|m| f.err("mirror", &m))?;
+            let trusted_mirror = f.boolean("trusted_mirror")?.unwrap_or(false);
+            if trusted_mirror && !is_local_mirror(&mirror) {
+                return Err(f.err(
+                    "trusted_mirror",
+                    &format!("{mirror:?}: only a file:// mirror or one on 127.0.0.1, [::1] or localhost may skip signature checks"),
+                ));
+            }
             let variant = f
                 .string("variant")?
                 .unwrap_or_else(|| DEFAULT_VARIANT.to_owned());
@@ -194,6 +202,7 @@ pub fn parse_recipe(text: &str, path: &Path) -> Result<Recipe, BootstrapError> {
                 RecipeKind::Mmdebstrap(MmdebstrapSpec {
                     suite,
                     mirror,
+                    trusted_mirror,
                     variant,
                     packages,
                     components,
@@ -319,6 +328,17 @@ impl Fields<'_> {
         }
     }
 
+    fn boolean(&mut self, key: &str) -> Result<Option<bool>, BootstrapError> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(toml::Value::Boolean(b)) => Ok(Some(b)),
+            Some(v) => Err(self.err(
+                key,
+                &format!("expected true or false, got {}", v.type_str()),
+            )),
+        }
+    }
+
     fn epoch(&mut self, key: &str) -> Result<Option<u64>, BootstrapError> {
         match self.take(key) {
             None => Ok(None),
@@ -369,6 +389,34 @@ fn check_mirror(s: &str) -> Result<(), String> {
             "{s:?}: expected an http://, https:// or file:// URL without spaces"
         ))
     }
+}
+
+/// A mirror on this machine: a `file://` path or an http(s) URL whose host
+/// is a loopback address or `localhost`. Only such a mirror may be
+/// `trusted_mirror` (its unsigned index is the tester's own).
+pub fn is_local_mirror(s: &str) -> bool {
+    if s.starts_with("file:///") {
+        return true;
+    }
+    let Some(rest) = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    if authority.contains('@') {
+        return false;
+    }
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .map(|ip| ip.is_loopback())
+            .unwrap_or(false)
 }
 
 /// A package as apt takes it: `name`, `name=version`, `name/release` or

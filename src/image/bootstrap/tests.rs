@@ -474,3 +474,56 @@ fn shipped_recipes_are_embedded() {
     assert_eq!(r.name, "debian-bookworm-dev");
     assert!(super::recipe::shipped(Path::new("busybox")).is_some());
 }
+
+#[test]
+fn a_trusted_mirror_is_a_local_one_and_becomes_a_sources_line() {
+    let base = "name = \"x\"\ntag = \"t\"\nkind = \"mmdebstrap\"\nsuite = \"bookworm\"\n";
+    let r = parse(&format!(
+        "{base}mirror = \"http://127.0.0.1:8123/debian\"\ntrusted_mirror = true\n"
+    ))
+    .unwrap();
+    let RecipeKind::Mmdebstrap(spec) = &r.kind else {
+        panic!("kind {:?}", r.kind)
+    };
+    let args = mmdebstrap_args(spec, &BootstrapOptions::default());
+    assert_eq!(
+        args.last().unwrap(),
+        "deb [trusted=yes] http://127.0.0.1:8123/debian bookworm main"
+    );
+    for ok in [
+        "file:///srv/repo",
+        "http://localhost/d",
+        "http://[::1]:80/d",
+        "http://127.9.9.9/",
+    ] {
+        assert!(recipe::is_local_mirror(ok), "{ok}");
+    }
+    for bad in [
+        "http://deb.debian.org/debian",
+        "http://127.0.0.1.evil.example/d",
+        "http://user@127.0.0.1/",
+        "http://10.0.0.1/",
+        "ftp://127.0.0.1/",
+    ] {
+        assert!(!recipe::is_local_mirror(bad), "{bad}");
+        let e = parse(&format!(
+            "{base}mirror = \"{bad}\"\ntrusted_mirror = true\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("field mirror") || e.contains("field trusted_mirror"),
+            "{e}"
+        );
+    }
+    // An override of the mirror that is not local loses the trust.
+    let opts = BootstrapOptions {
+        mirror: Some("http://deb.debian.org/debian".into()),
+        ..BootstrapOptions::default()
+    };
+    assert_eq!(
+        mmdebstrap_args(spec, &opts).last().unwrap(),
+        "http://deb.debian.org/debian"
+    );
+    let e = parse(&format!("{base}trusted_mirror = \"yes\"\n")).unwrap_err();
+    assert!(e.contains("expected true or false"), "{e}");
+}

@@ -201,6 +201,7 @@ pub fn import(
     let ctx0 = Ctx {
         src: format!("import {}", path.display()),
     };
+    store.check_writable("import").map_err(ctx0.store(""))?;
     let _hold = store.hold().map_err(ctx0.store(""))?;
     let meta = fs::metadata(path).map_err(|e| ctx0.bad(e.to_string()))?;
     let wanted = opts.platform.clone().unwrap_or_else(Platform::host);

@@ -28,6 +28,7 @@ impl Store {
     /// A writer for a new blob: hashes while writing to `tmp/`;
     /// [`BlobWriter::finish`] verifies and moves it into place.
     pub fn blob_writer(&self) -> Result<BlobWriter, StoreError> {
+        self.check_writable("writing a blob")?;
         let hold = self.hold()?;
         let tmp = self.temp_path("blob");
         let file = OpenOptions::new()

@@ -28,6 +28,7 @@ impl Store {
     /// `tmp/`. Waits for holders ([`Store::hold`]) of other processes; fails
     /// if this process holds the store.
     pub fn gc(&self) -> Result<GcReport, StoreError> {
+        self.check_writable("gc")?;
         if self.holds.load(Ordering::SeqCst) > 0 {
             return Err(StoreError::Busy {
                 path: self.root.clone(),
@@ -76,7 +77,9 @@ impl Store {
         let rootfs = self.root.join("rootfs");
         for e in fs::read_dir(&rootfs).map_err(io_err(&rootfs, "read directory"))? {
             let e = e.map_err(io_err(&rootfs, "read directory"))?;
-            if live_manifests.contains(&*e.file_name().to_string_lossy()) {
+            // `<hex>` or `<hex>.u<UID>g<GID>` (unpacked for another user).
+            let name = e.file_name().to_string_lossy().into_owned();
+            if live_manifests.contains(name.split('.').next().unwrap_or("")) {
                 continue;
             }
             let p = e.path();

@@ -31,6 +31,26 @@ pub(super) fn take_lock(
         .custom_flags(libc::O_CLOEXEC)
         .open(path)
         .map_err(io_err(path, "open lock file"))?;
+    flock(file, path, exclusive, wait)
+}
+
+/// A shared lock on a lock file this process may only read (another
+/// user's shared store): flock needs no write access.
+fn take_shared_read_only(path: &Path) -> Result<LockFile, StoreError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(io_err(path, "open lock file"))?;
+    Ok(flock(file, path, false, true)?.expect("blocking lock"))
+}
+
+fn flock(
+    file: File,
+    path: &Path,
+    exclusive: bool,
+    wait: bool,
+) -> Result<Option<LockFile>, StoreError> {
     let mut op = if exclusive {
         libc::LOCK_EX
     } else {
@@ -68,7 +88,7 @@ impl Drop for Hold {
 }
 
 impl Store {
-    fn lock_path(&self) -> PathBuf {
+    pub(super) fn lock_path(&self) -> PathBuf {
         self.root.join("lock")
     }
 
@@ -77,8 +97,15 @@ impl Store {
     }
 
     /// Keep `gc`/`remove` from deleting anything until the guard is dropped.
+    /// In another user's shared store this is a shared flock on its
+    /// `gc.lock`, opened read-only: the owner's `gc` waits for it.
     pub fn hold(&self) -> Result<Hold, StoreError> {
-        let lock = take_lock(&self.gc_lock_path(), false, true)?.expect("blocking lock");
+        let lock = match self.access {
+            super::Access::ReadOnly { .. } => take_shared_read_only(&self.gc_lock_path())?,
+            super::Access::Owner { .. } => {
+                take_lock(&self.gc_lock_path(), false, true)?.expect("blocking lock")
+            }
+        };
         self.holds.fetch_add(1, Ordering::SeqCst);
         Ok(Hold {
             _lock: lock,
@@ -87,6 +114,7 @@ impl Store {
     }
 
     pub(super) fn lock_refs(&self) -> Result<LockFile, StoreError> {
+        self.check_writable("changing references")?;
         Ok(take_lock(&self.lock_path(), true, true)?.expect("blocking lock"))
     }
 }

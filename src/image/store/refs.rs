@@ -174,7 +174,13 @@ impl Store {
 
     fn write_ref(&self, rec: &RefRecord) -> Result<(), StoreError> {
         let dir = self.ref_dir(&rec.name);
-        match fs::DirBuilder::new().mode(0o700).create(&dir) {
+        // A shared store's names are readable by the users it serves.
+        let (dmode, fmode) = if self.is_shared() {
+            (0o755, 0o644)
+        } else {
+            (0o700, 0o600)
+        };
+        match fs::DirBuilder::new().mode(dmode).create(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_err(&dir, "create directory")(e)),
@@ -187,7 +193,7 @@ impl Store {
             let mut f = OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(0o600)
+                .mode(fmode)
                 .open(&tmp)
                 .map_err(io_err(&tmp, "create temp file"))?;
             f.write_all(&bytes).map_err(io_err(&tmp, "write"))?;
