@@ -25,10 +25,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::sample_case as case;
 use crate::common::*;
 use serde_json::{json, Value};
 
-const REPO: &str = env!("CARGO_MANIFEST_DIR");
 /// A real CLI install and run; the install goes to the npm registry.
 const REAL_DEADLINE: Duration = Duration::from_secs(900);
 const TRIAL_DEADLINE: Duration = Duration::from_secs(240);
@@ -36,27 +36,6 @@ const TRIAL_DEADLINE: Duration = Duration::from_secs(240);
 const MODEL: &str = "claude-sonnet-5-5";
 /// Per streamed response: input, cache read, cache write, output tokens.
 const USAGE: (u64, u64, u64, u64) = (100, 30, 20, 7);
-
-fn case(ctx: &Ctx, name: &str) -> PathBuf {
-    let dst = ctx.dir.join("cases").join(name);
-    if !dst.exists() {
-        fs::create_dir_all(dst.parent().unwrap()).unwrap();
-        let st = Command::new("cp")
-            .arg("-r")
-            .arg(Path::new(REPO).join("cases").join(name))
-            .arg(&dst)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        let st = Command::new("chmod")
-            .args(["-R", "a+rX"])
-            .arg(ctx.dir.join("cases"))
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    dst
-}
 
 fn spec(ctx: &Ctx, name: &str, body: &str) -> PathBuf {
     let p = ctx.dir.join(format!("{name}.toml"));
@@ -900,27 +879,6 @@ fn py_spec(ctx: &Ctx) -> PathBuf {
         "pyagent",
         &format!("command = \"echo {b64} | base64 -d | python3 - 2>&1 | tee -a {{log_quoted}}\"\n"),
     )
-}
-
-fn base64(data: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 fn py_trial(ctx: &Ctx, label: &str, c: &Path, agent: &Path, base_url: &str, allow: &str) -> Trial {

@@ -14,34 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::sample_case as case;
 use crate::common::*;
 use serde_json::Value;
 
 const TRIAL_DEADLINE: Duration = Duration::from_secs(180);
-const REPO: &str = env!("CARGO_MANIFEST_DIR");
-
-/// A world-readable copy of a sample case inside the test's folder (the
-/// repository may sit where an unprivileged user cannot read it).
-fn case(ctx: &Ctx, name: &str) -> PathBuf {
-    let dst = ctx.dir.join("cases").join(name);
-    if !dst.exists() {
-        fs::create_dir_all(dst.parent().unwrap()).unwrap();
-        let st = Command::new("cp")
-            .arg("-r")
-            .arg(Path::new(REPO).join("cases").join(name))
-            .arg(&dst)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        let st = Command::new("chmod")
-            .args(["-R", "a+rX"])
-            .arg(ctx.dir.join("cases"))
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    dst
-}
 
 fn control(case_dir: &Path, name: &str) -> String {
     format!(
@@ -825,27 +802,6 @@ fn validate_passes_on_the_sample_cases_and_catches_a_wrong_expectation() {
     let run = ctx.cbrun(&["validate", cases[0].to_str().unwrap()]);
     run.assert_code(1, "validate with a wrong expectation");
     assert!(run.stdout.contains("MISMATCH"), "{}", run.show());
-}
-
-fn base64(data: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 #[test]

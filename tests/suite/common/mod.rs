@@ -868,3 +868,54 @@ pub fn status_field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
             .map(str::trim)
     })
 }
+
+/// A world-readable copy of the sample case `name` (under `cases/`) inside
+/// the test's folder (the repository may sit where an unprivileged user
+/// cannot read it).
+pub fn sample_case(ctx: &Ctx, name: &str) -> PathBuf {
+    let dst = ctx.dir.join("cases").join(name);
+    if !dst.exists() {
+        fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        let st = Command::new("cp")
+            .arg("-r")
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("cases")
+                    .join(name),
+            )
+            .arg(&dst)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let st = Command::new("chmod")
+            .args(["-R", "a+rX"])
+            .arg(ctx.dir.join("cases"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    dst
+}
+
+/// Standard base64 with padding (for HTTP basic auth and data the tests
+/// send).
+pub fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
