@@ -75,7 +75,7 @@ enum Command {
     /// Run one trial: solve, submission check, import scan, judge, record.
     Trial(Box<trial::TrialArgs>),
     /// Run only the solve phase (agent, submission, scan) into a trial folder.
-    Solve(Box<solve::SolveArgs>),
+    Solve(Box<solve::SolveCommand>),
     /// Judge a stored workspace against a case's hidden tests.
     Judge(Box<judge::JudgeArgs>),
     /// A benchmark run: cases x configurations x repeats, in parallel, resumable.

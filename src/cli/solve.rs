@@ -191,7 +191,21 @@ pub fn solve_options(a: &SolveArgs, root: &Root) -> Result<SolveOptions> {
     })
 }
 
-pub fn exec(a: SolveArgs) -> Result<ExitStatus> {
+/// `cbrun solve`: the solve options, and how to print.
+#[derive(Args, Clone)]
+pub struct SolveCommand {
+    #[command(flatten)]
+    solve: SolveArgs,
+    /// Print only the solve report, as JSON, on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn exec(cmd: SolveCommand) -> Result<ExitStatus> {
+    if cmd.json {
+        super::messages::json_mode("solve");
+    }
+    let a = cmd.solve;
     let case = load_case(&a.case)?;
     let host = HostView::detect();
     let root = a.limits.root(&host)?;
@@ -207,7 +221,21 @@ pub fn exec(a: SolveArgs) -> Result<ExitStatus> {
     let report = run_solve(&case, &dir, &opts, &host);
     dir.remove_scratch();
     cbrun::fsutil::write_json_atomic(&dir.logs_cbrun().join("solve.json"), &report)?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
-    println!("workspace {}", dir.workspace().display());
+    if cmd.json {
+        super::messages::json_result("solve", &report)?;
+    } else {
+        let end = serde_json::to_value(report.end).context("solve end")?;
+        super::messages::status(format_args!(
+            "solve: {}{}",
+            end.as_str().unwrap_or("?"),
+            report
+                .error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ));
+        println!("workspace {}", dir.workspace().display());
+        println!("report {}", dir.logs_cbrun().join("solve.json").display());
+    }
     Ok(ExitStatus::Success)
 }

@@ -979,6 +979,46 @@ fn json_envelope_for_results_and_errors() {
     assert!(r.stderr.contains("no-such-case"), "{}", r.show());
 }
 
+/// `solve --json` prints its report and nothing else; without it, the
+/// workspace's path.
+#[test]
+fn solve_json_prints_only_json() {
+    let ctx = Ctx::new(Who::Root, "solve-json");
+    let case = common::sample_case(&ctx, "case001");
+    let out = ctx.out.join("solved");
+    let r = ctx.cbrun(&[
+        "solve",
+        case.to_str().unwrap(),
+        "--agent",
+        "none",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    r.assert_code(0, "solve --json");
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim())
+        .unwrap_or_else(|e| panic!("stdout is one JSON document ({e})\n{}", r.show()));
+    assert_eq!(v["command"], "solve", "{v}");
+    assert_eq!(v["result"]["end"], "not_submitted", "{v}");
+    let out2 = ctx.out.join("solved2");
+    let r = ctx.cbrun(&[
+        "solve",
+        case.to_str().unwrap(),
+        "--agent",
+        "none",
+        "--out",
+        out2.to_str().unwrap(),
+    ]);
+    r.assert_code(0, "solve");
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l == format!("workspace {}", out2.join("workspace").display())),
+        "{}",
+        r.show()
+    );
+}
+
 // ---------------------------------------------------------------- doctor
 
 fn doctor(who: Who) {

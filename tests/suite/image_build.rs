@@ -1090,6 +1090,7 @@ fn a_private_ca_is_trusted_over_real_tls_only_with_the_bundle() {
                 agent.to_str().unwrap(),
                 "--out",
                 out.to_str().unwrap(),
+                "--json",
             ];
             let ca_s = ca.ca().display().to_string();
             if with {
@@ -1102,12 +1103,8 @@ fn a_private_ca_is_trusted_over_real_tls_only_with_the_bundle() {
                 "with bundle: {with}\n{got}\n{}",
                 r.show()
             );
-            // `solve` prints its report (the record's solve half).
-            let rep = serde_json::Deserializer::from_str(&r.stdout)
-                .into_iter::<Value>()
-                .next()
-                .and_then(|v| v.ok())
-                .unwrap_or_else(|| panic!("no report\n{}", r.show()));
+            // `solve --json` prints only its report (the record's solve half).
+            let rep = r.stdout_json();
             let said: Vec<&str> = rep["warnings"]
                 .as_array()
                 .unwrap()
