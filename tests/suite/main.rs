@@ -5,7 +5,7 @@
 //! folders). One binary links once: with the release profile's fat LTO,
 //! a binary per file cost about four minutes of CI each.
 //!
-//! Run one module with a filter: `cargo test --release --test suite --
+//! Run one module with a filter: `cargo test --profile ci --test suite --
 //! --test-threads=1 attack_hostfs::`.
 
 mod common;
