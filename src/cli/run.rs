@@ -533,20 +533,7 @@ fn run(a: &RunArgs, p: Prepared) -> Result<ExitStatus> {
     };
     if !quiet {
         let s = summary::compute(&folder, &plan);
-        let c = &s.counts;
-        println!(
-            "run {}: {} of {} trials done: {} evaluated ({} passed), {} not submitted, {} rejected, {} errors ({} infrastructure, {} interrupted)",
-            folder.root.display(),
-            c.done,
-            c.total,
-            c.evaluated,
-            c.passed,
-            c.not_submitted,
-            c.rejected,
-            c.errors,
-            c.infrastructure,
-            c.interrupted
-        );
+        super::run_slurm::print_line(&folder, &s.counts);
         println!("summary {}", folder.root.join("summary.json").display());
         if sup.interrupted {
             messages::status(format_args!(

@@ -203,8 +203,8 @@ fn wait(folder: &RunFolder, plan: &ResolvedPlan, job: &str, quiet: bool) -> Exit
     ExitStatus::from_ok(all_evaluated(folder, plan))
 }
 
-/// The line a local run ends with.
-fn print_line(folder: &RunFolder, c: &Counts) {
+/// The line a run ends with (local, or a Slurm array waited for).
+pub(super) fn print_line(folder: &RunFolder, c: &Counts) {
     println!(
         "run {}: {} of {} trials done: {} evaluated ({} passed), {} not submitted, {} rejected, {} errors ({} infrastructure, {} interrupted)",
         folder.root.display(),
