@@ -32,7 +32,7 @@
 
 use std::fs;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -337,12 +337,14 @@ fn read_capped(p: &Path) -> io::Result<String> {
 /// `p` as a bind destination: absolute, no `.`/`..`, not `/`, no NUL.
 fn clean_path(p: &str) -> Option<PathBuf> {
     let path = Path::new(p);
+    // By the text, not by `components()`, which drops a `.` in the middle.
     let ok = path.is_absolute()
         && !p.contains('\0')
-        && path.components().count() > 1
-        && path
-            .components()
-            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        && p.len() > 1
+        && p
+            .split('/')
+            .skip(1)
+            .all(|s| !s.is_empty() && s != "." && s != "..");
     ok.then(|| path.to_path_buf())
 }
 
