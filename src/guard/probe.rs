@@ -63,7 +63,13 @@ pub struct Masks {
     pub binds: Vec<BindMount>,
     pub masked: Vec<MaskedImport>,
     pub warnings: Vec<String>,
+    /// A stop-signal ended the probe's sandbox (which read it from its
+    /// signalfd): the caller's phase is interrupted, not to be started.
+    pub interrupted: bool,
 }
+
+/// The probe's error when a stop-signal ended its sandbox.
+const INTERRUPTED: &str = "interrupted";
 
 /// The probe's roots of `import_ban`, as the published runner derives
 /// them: a trailing `/` goes; `@scope/name` stays whole (Node); another
@@ -218,6 +224,10 @@ pub fn probe_and_mask(
     }
     let found = match run_probe(&roots, rootfs, image_env, host, work) {
         Ok(f) => f,
+        Err(e) if e == INTERRUPTED => {
+            masks.interrupted = true;
+            return masks;
+        }
         Err(e) => {
             masks.warnings.push(format!(
                 "import probe: {e}; banned modules in the root are not masked"
@@ -304,6 +314,9 @@ fn run_probe(
     phase::set_env(&mut cfg, "CBRUN_NODE_PROBE", NODE_PROBE);
     phase::set_env(&mut cfg, "HOME", "/nonexistent");
     let o = run::run(&cfg, host).map_err(|e| e.to_string())?;
+    if o.interrupted {
+        return Err(INTERRUPTED.into());
+    }
     if o.timed_out {
         return Err(format!("timed out after {} s", PROBE_TIMEOUT.as_secs()));
     }

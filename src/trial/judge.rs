@@ -286,6 +286,11 @@ fn judge_in(
         &probe_work.unwrap_or(work.join("probe")),
         &cfg.binds,
     );
+    if m.interrupted {
+        report.interrupted = true;
+        report.error("interrupted before the tests ran".into(), true);
+        return Ok(());
+    }
     cfg.binds.extend(m.binds);
     report.masked_imports = m.masked;
     report.warnings.extend(m.warnings);

@@ -567,6 +567,10 @@ fn run_agent(
 
     let mut base = solve_config(case, dir, opts, spec, inputs, report)
         .map_err(|e| (format!("solve sandbox: {e}"), true))?;
+    // The root's import probe took a stop-signal: the agent does not start.
+    if report.end == SolveEnd::Interrupted {
+        return Ok(());
+    }
 
     if fix.is_none() {
         let setup_started = Instant::now();
@@ -951,6 +955,9 @@ fn solve_config(
         &work.unwrap_or(dir.scratch().join("probe")),
         &cfg.binds,
     );
+    if m.interrupted {
+        report.end = SolveEnd::Interrupted;
+    }
     cfg.binds.extend(m.binds);
     report.masked_imports = m.masked;
     let mut warnings = m.warnings;
