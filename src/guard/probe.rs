@@ -354,8 +354,7 @@ fn clean_path(p: &str) -> Option<PathBuf> {
     let ok = path.is_absolute()
         && !p.contains('\0')
         && p.len() > 1
-        && p
-            .split('/')
+        && p.split('/')
             .skip(1)
             .all(|s| !s.is_empty() && s != "." && s != "..");
     ok.then(|| path.to_path_buf())

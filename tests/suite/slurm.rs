@@ -189,7 +189,7 @@ fn gc_twice(ctx: &Ctx, after: &str) {
     ctx.cbrun(&["gc"]).assert_code(0, after);
     let g = ctx.cbrun(&["gc", "--json"]);
     g.assert_code(0, after);
-    let v: Value = serde_json::from_str(&g.stdout).unwrap();
+    let v: Value = g.stdout_json();
     assert_eq!(
         v["removed_runs"].as_array().map(Vec::len),
         Some(0),
