@@ -205,19 +205,42 @@ fn assert_summary_matches(dir: &Path, total: u64, configs: &[&str]) {
 
 /// The largest number of trials whose [started_at, finished_at] overlap.
 fn max_overlap(recs: &BTreeMap<(String, String, u64), Value>) -> usize {
-    let mut ev: Vec<(String, i32)> = Vec::new();
+    // A trial's slot is freed as soon as its sandboxes are done (before its
+    // record is written), so a trial counts from its start to the end of its
+    // judge: start + setup + solve + judge seconds.
+    let mut ev: Vec<(f64, i32)> = Vec::new();
     for r in recs.values() {
-        ev.push((r["started_at"].as_str().unwrap().to_owned(), 1));
-        ev.push((r["finished_at"].as_str().unwrap().to_owned(), -1));
+        let start = rfc3339_secs(r["started_at"].as_str().unwrap());
+        let busy: f64 = ["setup_seconds", "solve_seconds", "judge_seconds"]
+            .iter()
+            .filter_map(|k| r[*k].as_f64())
+            .sum();
+        ev.push((start, 1));
+        ev.push((start + busy, -1));
     }
     // Ends before starts at the same instant.
-    ev.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let (mut cur, mut max) = (0, 0);
     for (_, d) in ev {
         cur += d;
         max = max.max(cur);
     }
     max as usize
+}
+
+/// Seconds since the epoch of `YYYY-MM-DDTHH:MM:SS[.fff]Z`.
+fn rfc3339_secs(t: &str) -> f64 {
+    let num = |a: usize, b: usize| t[a..b].parse::<i64>().unwrap();
+    let (y, m, d) = (num(0, 4), num(5, 7), num(8, 10));
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = t[17..t.len() - 1].parse::<f64>().unwrap();
+    (days * 86_400 + num(11, 13) * 3600 + num(14, 16) * 60) as f64 + secs
 }
 
 #[test]
