@@ -188,6 +188,9 @@ impl InstallCache {
                 err: io::Error::other("is not owned by this user"),
             });
         }
+        // Plain paths are safe here: the cache root is this user's own (checked
+        // above) and no sandbox can write it (entries are bound read-only);
+        // the sandbox-written install is read only through the hostile-tree copy.
         let tmp = self
             .root
             .join(format!(".tmp-{}-{}", std::process::id(), &key.hex[..16]));
