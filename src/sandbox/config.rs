@@ -340,11 +340,6 @@ pub struct SandboxConfig {
     pub workdir: PathBuf,
     pub env: Vec<EnvVar>,
     pub user: Option<Identity>,
-    /// As real root: the host uid/gid `user` maps to, taken from its slot
-    /// in the sandbox range by swapping (see `idmap::pin_user`); the run
-    /// fails if they lie outside the range. Ignored when rootless, where
-    /// every id lands on the caller anyway.
-    pub user_host_ids: Option<(u32, u32)>,
     pub hostname: String,
     pub network: NetworkPolicy,
     pub limits: Limits,
@@ -369,7 +364,6 @@ impl SandboxConfig {
             workdir: PathBuf::from("/"),
             env: Vec::new(),
             user: None,
-            user_host_ids: None,
             hostname: "cbrun".to_owned(),
             network: NetworkPolicy::None,
             limits: Limits::default(),

@@ -116,89 +116,9 @@ pub fn plan(src: &MappingSource, user: Option<Identity>) -> IdPlan {
     }
 }
 
-/// Maps the command's user onto host ids `host` instead of its own slot in
-/// a root range, by swapping the two slots (every other inside id keeps its
-/// host id; nothing leaves the range). The judge uses it so that its user
-/// owns a stored workspace the solve sandbox's root wrote. `None` when the
-/// plan is not a root range or `host` lies outside it.
-pub fn pin_user(plan: &IdPlan, host: (u32, u32)) -> Option<IdPlan> {
-    if plan.kind != "root-range" {
-        return None;
-    }
-    let uid_map = swap_slots(&plan.uid_map, plan.uid, host.0)?;
-    let gid_map = swap_slots(&plan.gid_map, plan.gid, host.1)?;
-    Some(IdPlan {
-        uid_map,
-        gid_map,
-        ..plan.clone()
-    })
-}
-
-/// A single-extent map `(0, start, len)` with inside `user` and the inside
-/// id that maps to `host` exchanged.
-fn swap_slots(map: &[(u32, u32, u32)], user: u32, host: u32) -> Option<Vec<(u32, u32, u32)>> {
-    let [(0, start, len)] = *map else {
-        return None;
-    };
-    if host < start || host - start >= len || user >= len {
-        return None;
-    }
-    let other = host - start;
-    if other == user {
-        return Some(map.to_vec());
-    }
-    let (a, b) = (user.min(other), user.max(other));
-    let mut out = Vec::new();
-    let mut push = |inside: u32, h: u32, n: u32| {
-        if n > 0 {
-            out.push((inside, h, n));
-        }
-    };
-    push(0, start, a);
-    push(a, start + b, 1);
-    push(a + 1, start + a + 1, b - a - 1);
-    push(b, start + a, 1);
-    push(b + 1, start + b + 1, len - b - 1);
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pinning_swaps_two_slots_of_the_root_range() {
-        let src = MappingSource::RootRange {
-            start: 1 << 30,
-            len: 65536,
-        };
-        let judge = Some(Identity {
-            uid: 1000,
-            gid: 1000,
-        });
-        let p = plan(&src, judge);
-        // The solve's root wrote the workspace: the judge's 1000 gets it.
-        let q = pin_user(&p, (1 << 30, (1 << 30) + 5)).unwrap();
-        assert_eq!(q.host_uid(1000), Some(1 << 30));
-        assert_eq!(q.host_uid(0), Some((1 << 30) + 1000));
-        assert_eq!(q.host_gid(1000), Some((1 << 30) + 5));
-        assert_eq!(q.host_gid(5), Some((1 << 30) + 1000));
-        for i in [1, 999, 1001, 65535] {
-            assert_eq!(q.host_uid(i), Some((1 << 30) + i));
-        }
-        // Still a bijection onto the same range.
-        let mut hosts: Vec<u32> = (0..65536).map(|i| q.host_uid(i).unwrap()).collect();
-        hosts.sort_unstable();
-        assert_eq!(hosts, ((1 << 30)..(1 << 30) + 65536).collect::<Vec<_>>());
-        // Already its own slot: unchanged.
-        let same = pin_user(&p, ((1 << 30) + 1000, (1 << 30) + 1000)).unwrap();
-        assert_eq!(same.uid_map, p.uid_map);
-        // Outside the range, or not a root range: refused.
-        assert!(pin_user(&p, (0, 0)).is_none());
-        assert!(pin_user(&p, ((1 << 30) + 65536, 1 << 30)).is_none());
-        let single = plan(&MappingSource::SingleId { uid: 7, gid: 7 }, judge);
-        assert!(pin_user(&single, (7, 7)).is_none());
-    }
 
     #[test]
     fn root_never_maps_to_host_root() {

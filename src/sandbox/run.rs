@@ -367,12 +367,7 @@ fn run_in(
             cfg.workdir.display()
         )));
     }
-    let mut ids = idmap::plan(&mapping, cfg.user);
-    if let (Some(h), false) = (cfg.user_host_ids, shim.own_userns) {
-        ids = idmap::pin_user(&ids, h).ok_or_else(|| {
-            RunError::Setup(format!("host ids {h:?} lie outside the sandbox's id range"))
-        })?;
-    }
+    let ids = idmap::plan(&mapping, cfg.user);
     // What the record shows is the mapping onto host ids: inside cbrun's own
     // user namespace the sandbox maps onto that namespace's single id.
     let host_ids = if shim.own_userns {
