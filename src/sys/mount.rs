@@ -141,10 +141,18 @@ pub fn userns_mapping(uid: (u32, u32), gid: (u32, u32)) -> io::Result<OwnedFd> {
         // SAFETY: reading one byte into a local.
         let n = unsafe { libc::read(go_r.as_raw_fd(), (&mut ok as *mut u8).cast(), 1) };
         if n != 1 || ok != 1 {
-            return Err(io::Error::other("the helper could not make a user namespace"));
+            return Err(io::Error::other(
+                "the helper could not make a user namespace",
+            ));
         }
-        std::fs::write(format!("/proc/{pid}/uid_map"), format!("{} {} 1", uid.0, uid.1))?;
-        std::fs::write(format!("/proc/{pid}/gid_map"), format!("{} {} 1", gid.0, gid.1))?;
+        std::fs::write(
+            format!("/proc/{pid}/uid_map"),
+            format!("{} {} 1", uid.0, uid.1),
+        )?;
+        std::fs::write(
+            format!("/proc/{pid}/gid_map"),
+            format!("{} {} 1", gid.0, gid.1),
+        )?;
         let f = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
         Ok(OwnedFd::from(f))
     })();

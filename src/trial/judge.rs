@@ -24,10 +24,10 @@ use crate::judge::verdict::{self, Evidence, Source};
 use crate::sandbox::config::RootfsSource;
 use crate::sandbox::run::{self, HostView};
 use crate::trial::copy::{self, CopyLimits, CopyReport};
-use crate::trial::view::{self, ScanReport, ViewKind, ViewPolicy};
 use crate::trial::layout::{self, TrialDir};
 use crate::trial::phase::{self, bind, set_env, PhaseLimits, NONROOT};
 use crate::trial::stage::JudgeInputs;
+use crate::trial::view::{self, ScanReport, ViewKind, ViewPolicy};
 
 /// Where the hidden tests appear inside the judge.
 pub const TESTS_ROOT: &str = "/tests/final";
@@ -390,7 +390,6 @@ fn judge_in(
     report.tamper_findings = d.tampered;
     Ok(())
 }
-
 
 /// `run_acceptance.sh` when the case has one, else the expanded template.
 fn entry_point(case: &Case) -> (&'static str, Vec<String>, String) {

@@ -178,11 +178,14 @@ fn overlay(
 ) -> Result<JudgeView, NoOverlay> {
     let t0 = Instant::now();
     let unavailable = |what: &str, e: &dyn std::fmt::Display| {
-        NoOverlay::Unavailable(format!("no overlay ({what}: {e}): the workspace was copied"))
+        NoOverlay::Unavailable(format!(
+            "no overlay ({what}: {e}): the workspace was copied"
+        ))
     };
     // The judge's sandbox is made from cbrun's private mount namespace;
     // the overlay has to be mounted there (entering it is done once).
-    let shim = cgroupfs_shim::ensure(&host.cgroups).map_err(|e| unavailable("mount namespace", &e))?;
+    let shim =
+        cgroupfs_shim::ensure(&host.cgroups).map_err(|e| unavailable("mount namespace", &e))?;
     let root = open_root(workspace).map_err(NoOverlay::Refused)?;
     let st = fstat(root.as_fd()).map_err(|e| {
         NoOverlay::Refused(CopyError::Io {
@@ -536,8 +539,13 @@ fn mask_specials(
             path.push(d);
             let name = CString::new(d.as_bytes()).map_err(|e| fail("name", &e))?;
             let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-            let l = open_at(lo.as_ref().map_or(lower, |f| f.as_fd()), &name, dir_flags, 0)
-                .map_err(|e| fail("lower", &e))?;
+            let l = open_at(
+                lo.as_ref().map_or(lower, |f| f.as_fd()),
+                &name,
+                dir_flags,
+                0,
+            )
+            .map_err(|e| fail("lower", &e))?;
             let parent = up.as_ref().map_or(upper, |f| f.as_fd());
             if !made.contains_key(&path) {
                 let st = fstat(l.as_fd()).map_err(|e| fail("lower", &e))?;
@@ -549,7 +557,8 @@ fn mask_specials(
             up = Some(u);
         }
         let leaf = CString::new(leaf.as_bytes()).map_err(|e| fail("name", &e))?;
-        whiteout(up.as_ref().map_or(upper, |f| f.as_fd()), &leaf).map_err(|e| fail("whiteout", &e))?;
+        whiteout(up.as_ref().map_or(upper, |f| f.as_fd()), &leaf)
+            .map_err(|e| fail("whiteout", &e))?;
     }
     // Deepest first: setting a directory's times does not touch its parent.
     let mut dirs: Vec<(&PathBuf, &libc::stat)> = made.iter().collect();

@@ -15,7 +15,6 @@
 //!
 //! Each runs as root and as nobody with delegated cgroups.
 
-
 use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};

@@ -9,7 +9,6 @@
 //! not. The tricks that tamper with the runner must be recorded as
 //! `judge_tampered`.
 
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -19,6 +19,7 @@ mod cli;
 mod image;
 mod image_build;
 mod isolation;
+mod judge_view;
 mod lifecycle;
 mod limits;
 mod published_shapes;

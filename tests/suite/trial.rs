@@ -4,7 +4,6 @@
 //! `cbrun validate`. Agents here are small shell/Python programs in spec
 //! files written by the tests; the oracle is `replay:`.
 
-
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpListener;
