@@ -15,6 +15,7 @@
 //!
 //! Each runs as root and as nobody with delegated cgroups.
 
+
 use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};

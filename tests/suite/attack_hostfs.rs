@@ -5,6 +5,7 @@
 //! hostile, and cbrun must neither follow it, block on it, read it whole,
 //! nor blame itself for it.
 
+
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -9,6 +9,7 @@
 //! not. The tricks that tamper with the runner must be recorded as
 //! `judge_tampered`.
 
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;

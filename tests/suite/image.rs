@@ -16,6 +16,7 @@
 //! entries directly in `/` of an image sandbox) and
 //! `error_lines_say_each_cause_once`.
 
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::{Read, Write};

@@ -4,6 +4,7 @@
 //! failed build leaves a log and no image; a case's recipe builds with a
 //! mapped base.
 
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -7,15 +7,16 @@
 //! names, and a check cannot see hidden tests from the solve sandbox,
 //! write them from the judge sandbox, or reach the network.
 
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::*;
 use cbrun::case::{
     check, load, Ecosystem, ExecutionGroups, JudgeBan, Lenient, Phase, Severity, TechStack,
 };
+use crate::common::*;
 
 const SHAPES: [&str; 6] = [
     "pub-minimal",

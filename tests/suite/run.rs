@@ -6,6 +6,7 @@
 //! stale ones broken, infrastructure retries keeping earlier attempts,
 //! and the progress display under a pseudo-terminal and off one.
 
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -4,6 +4,7 @@
 //! `cbrun validate`. Agents here are small shell/Python programs in spec
 //! files written by the tests; the oracle is `replay:`.
 
+
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpListener;
