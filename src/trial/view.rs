@@ -6,11 +6,13 @@
 //! and `nodev`; the judge's writes land in the tmpfs and die with it. Its
 //! set-up does not grow with the workspace beyond one metadata walk:
 //!
-//! - **The walk** (no data is read) applies the copy's limits (entries,
-//!   depth, data bytes, hard-linked content counted once) and its errors,
-//!   lists FIFOs, sockets and device nodes, counts setuid/setgid files and
-//!   checks that every entry belongs to the workspace root's owner. It is
-//!   fd-based like the copy: `*at` calls from open parents, `O_NOFOLLOW`.
+//! - **The walk** reads directories only (kinds from the entries, a stat
+//!   per directory, none per file): it applies the copy's entry and depth
+//!   limits with the copy's errors, lists FIFOs, sockets and device nodes,
+//!   and checks that every directory belongs to the workspace root's
+//!   owner. It is fd-based like the copy: `*at` calls from open parents,
+//!   `O_NOFOLLOW`. There is no byte cap on the lower layer: nothing is
+//!   read or copied, and what the judge writes is capped by the tmpfs.
 //! - **Specials** are masked: a whiteout in the upper layer at each one's
 //!   path, so the judge does not see them at all (parent directories made
 //!   in the upper layer take the lower ones' owner, mode and times).
@@ -30,11 +32,14 @@
 //!
 //! Where any of that is not possible (no overlayfs, an older kernel that
 //! refuses it in a user namespace, a filesystem without idmapped mounts, a
-//! rootless workspace owned by someone else, entries of mixed owners), the
-//! judge falls back to
-//! the copy and says why. `CBRUN_JUDGE_VIEW=copy` forces the copy.
+//! rootless workspace owned by someone else, directories of other owners),
+//! the judge falls back to the copy and says why. `CBRUN_JUDGE_VIEW=copy`
+//! forces the copy. A regular file the agent gave another owner is not
+//! looked for (that would cost a stat per file): the judge sees it as an
+//! unmapped owner's, readable by its mode's "other" bits, not writable in
+//! place.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -48,7 +53,7 @@ use crate::sandbox::cgroupfs_shim;
 use crate::sandbox::run::HostView;
 use crate::sys::at::{
     fchmod, fchown, fstat, futimens, lstat_at, mkdir_at, mkdir_path, open_at, open_path,
-    read_dir_names, timespec as ts,
+    read_dir_typed, timespec as ts,
 };
 use crate::trial::copy::{self, CopyError, CopyLimits, CopyReport, Ownership};
 use crate::trial::phase::{self, NONROOT};
@@ -83,18 +88,13 @@ pub enum ViewKind {
 /// What the walk before an overlay found.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ScanReport {
+    /// Regular-file names (hard links counted per name).
     pub files: u64,
     pub dirs: u64,
     pub symlinks: u64,
-    /// Extra links to an already-counted inode.
-    pub hardlinks: u64,
-    /// Data bytes, as the copy counts them (holes left out, links once).
-    pub bytes: u64,
     /// FIFOs, sockets and devices, hidden from the judge by whiteouts
     /// (paths relative to the root).
     pub masked_special: Vec<PathBuf>,
-    /// Regular files with setuid or setgid bits (inert: `nosuid`).
-    pub setid_files: u64,
     /// Time the walk and the mounts took.
     pub seconds: f64,
 }
@@ -222,7 +222,6 @@ fn overlay(
         report: ScanReport::default(),
         entries: 0,
         foreign: None,
-        seen_links: HashSet::new(),
     };
     scan.dir(root.as_fd(), Path::new(""), 0)
         .map_err(NoOverlay::Refused)?;
@@ -272,15 +271,17 @@ fn open_root(workspace: &Path) -> Result<OwnedFd, CopyError> {
     })
 }
 
-/// The metadata walk (see the module docs).
+/// The walk (see the module docs). Kinds come from the directory entries
+/// (`d_type`), so regular files cost no stat: only directories (through
+/// the descriptor the walk opens anyway) and entries the filesystem gives
+/// no kind for are looked at.
 struct Scan<'a> {
     limits: &'a CopyLimits,
     owner: (u32, u32),
     report: ScanReport,
     entries: u64,
-    /// The first entry with another owner, if any.
+    /// The first directory with another owner, if any.
     foreign: Option<PathBuf>,
-    seen_links: HashSet<(libc::dev_t, libc::ino_t)>,
 }
 
 impl Scan<'_> {
@@ -291,7 +292,7 @@ impl Scan<'_> {
             .saturating_sub(self.entries)
             .saturating_add(1);
         let (mut names, truncated) =
-            read_dir_names(dir, usize::try_from(budget).unwrap_or(usize::MAX))
+            read_dir_typed(dir, usize::try_from(budget).unwrap_or(usize::MAX))
                 .map_err(|e| io_err("reading directory", rel, e))?;
         if truncated {
             return Err(CopyError::TooManyFiles {
@@ -301,7 +302,7 @@ impl Scan<'_> {
         }
         // Sorted, as the copy does, so errors name the same entry.
         names.sort_unstable();
-        for name in names {
+        for (name, dtype) in names {
             let child = rel.join(OsStr::from_bytes(name.to_bytes()));
             self.entries += 1;
             if self.entries > self.limits.max_files {
@@ -316,11 +317,19 @@ impl Scan<'_> {
                     path: child,
                 });
             }
-            let st = lstat_at(dir, &name).map_err(|e| io_err("stat", &child, e))?;
-            if (st.st_uid, st.st_gid) != self.owner && self.foreign.is_none() {
-                self.foreign = Some(child.clone());
-            }
-            match st.st_mode & libc::S_IFMT {
+            let kind = match dtype {
+                libc::DT_DIR => libc::S_IFDIR,
+                libc::DT_REG => libc::S_IFREG,
+                libc::DT_LNK => libc::S_IFLNK,
+                libc::DT_UNKNOWN => {
+                    lstat_at(dir, &name)
+                        .map_err(|e| io_err("stat", &child, e))?
+                        .st_mode
+                        & libc::S_IFMT
+                }
+                _ => 0,
+            };
+            match kind {
                 libc::S_IFDIR => {
                     let sub = open_at(
                         dir,
@@ -329,38 +338,18 @@ impl Scan<'_> {
                         0,
                     )
                     .map_err(|e| io_err("opening", &child, e))?;
+                    let st = fstat(sub.as_fd()).map_err(|e| io_err("stat", &child, e))?;
+                    if (st.st_uid, st.st_gid) != self.owner && self.foreign.is_none() {
+                        self.foreign = Some(child.clone());
+                    }
                     self.report.dirs += 1;
                     self.dir(sub.as_fd(), &child, depth + 1)?;
                 }
-                libc::S_IFREG => self.file(&st, &child)?,
+                libc::S_IFREG => self.report.files += 1,
                 libc::S_IFLNK => self.report.symlinks += 1,
                 _ => self.report.masked_special.push(child),
             }
         }
-        Ok(())
-    }
-
-    fn file(&mut self, st: &libc::stat, rel: &Path) -> Result<(), CopyError> {
-        if st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
-            self.report.setid_files += 1;
-        }
-        if st.st_nlink > 1 && !self.seen_links.insert((st.st_dev, st.st_ino)) {
-            self.report.hardlinks += 1;
-            return Ok(());
-        }
-        // The copy counts the ranges the kernel reports as data; without
-        // reading, the allocated blocks bound them (a sparse file's holes
-        // are not allocated) and the size bounds a dense file's.
-        let size = st.st_size.max(0) as u64;
-        let allocated = (st.st_blocks.max(0) as u64).saturating_mul(512);
-        self.report.bytes = self.report.bytes.saturating_add(size.min(allocated));
-        if self.report.bytes > self.limits.max_bytes {
-            return Err(CopyError::TooLarge {
-                limit: self.limits.max_bytes,
-                path: rel.to_owned(),
-            });
-        }
-        self.report.files += 1;
         Ok(())
     }
 }
