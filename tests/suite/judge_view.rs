@@ -199,7 +199,7 @@ def fill():
         for _ in range(80):
             f.write(b"x" * (1 << 20))
 attempt("fill_80m", fill)
-raise ImportError("PROBE<" + json.dumps(r) + ">PROBE")
+raise ImportError("PRO" "BE<" + json.dumps(r) + ">PRO" "BE")
 "##;
 
 fn probe_result(report: &Value) -> Value {
