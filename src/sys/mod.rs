@@ -6,6 +6,7 @@
 pub mod at;
 pub mod dir;
 pub mod fd;
+pub mod mount;
 pub mod proc;
 pub mod sparse;
 pub mod stop;

@@ -27,6 +27,7 @@ use crate::trial::copy::{self, CopyLimits, CopyReport};
 use crate::trial::layout::{self, TrialDir};
 use crate::trial::phase::{self, bind, set_env, PhaseLimits, NONROOT};
 use crate::trial::stage::JudgeInputs;
+use crate::trial::view::{self, ScanReport, ViewKind, ViewPolicy};
 
 /// Where the hidden tests appear inside the judge.
 pub const TESTS_ROOT: &str = "/tests/final";
@@ -40,6 +41,10 @@ pub struct JudgeOptions {
     pub timeout: Option<Duration>,
     pub limits: PhaseLimits,
     pub copy_limits: CopyLimits,
+    /// Overlay or copy (`CBRUN_JUDGE_VIEW=copy` forces the copy).
+    pub view: ViewPolicy,
+    /// What the judged code may write on an overlay (its tmpfs size).
+    pub upper_bytes: u64,
 }
 
 impl Default for JudgeOptions {
@@ -50,6 +55,8 @@ impl Default for JudgeOptions {
             timeout: None,
             limits: PhaseLimits::default(),
             copy_limits: CopyLimits::default(),
+            view: ViewPolicy::from_env(),
+            upper_bytes: 2 << 30,
         }
     }
 }
@@ -89,6 +96,12 @@ pub struct JudgeReport {
     /// The result channel's sessions (one per reporting test process).
     pub channel: Option<ChannelReport>,
     pub judge_ban_hits: Vec<String>,
+    /// `overlay` (the stored workspace under a tmpfs layer) or `copy`.
+    pub workspace_view: Option<ViewKind>,
+    /// Why the copy when the overlay was tried.
+    pub workspace_view_note: Option<String>,
+    /// The walk before an overlay.
+    pub workspace_scan: Option<ScanReport>,
     pub workspace_copy: Option<CopyReport>,
     pub limits: Option<crate::sandbox::outcome::Limits>,
     pub warnings: Vec<String>,
@@ -123,6 +136,9 @@ impl JudgeReport {
             log_counts: None,
             channel: None,
             judge_ban_hits: Vec::new(),
+            workspace_view: None,
+            workspace_view_note: None,
+            workspace_scan: None,
             workspace_copy: None,
             limits: None,
             warnings: Vec::new(),
@@ -145,7 +161,8 @@ impl JudgeReport {
     }
 }
 
-/// Judges `workspace` (a host folder, copied, never mounted) and writes the
+/// Judges `workspace` (a host folder, seen through an overlay or copied,
+/// never bound itself) and writes the
 /// verifier files into `dir`. Never fails: every problem becomes a reward 0
 /// with a `judge_error`.
 pub fn run_judge(
@@ -212,14 +229,22 @@ fn judge_in(
     let log = dir.verifier().join("final_tests.log");
     let infra = |what: &str, e: &dyn std::fmt::Display| Failure(format!("{what}: {e}"), true);
     fs::create_dir_all(work).map_err(|e| infra("judge scratch folder", &e))?;
-    let owner = phase::sandbox_owner(host, Some(NONROOT));
-
-    // The copy: the submission's own fault when it cannot be made.
-    let app = work.join("app");
-    match copy::copy_workspace_owned(workspace, &app, &opts.copy_limits, owner) {
-        Ok(c) => report.workspace_copy = Some(c),
-        Err(e) => return Err(Failure(format!("workspace copy refused: {e}"), false)),
-    }
+    // The view (see `view`): the submission's own fault when the tree is
+    // refused. Unmounted when dropped, at the end of this function.
+    let ws_view = view::prepare(
+        workspace,
+        work,
+        &opts.copy_limits,
+        opts.upper_bytes,
+        opts.view,
+        host,
+    )
+    .map_err(|e| Failure(format!("workspace copy refused: {e}"), false))?;
+    report.workspace_view = Some(ws_view.kind);
+    report.workspace_view_note = ws_view.note.clone();
+    report.workspace_scan = ws_view.scan.clone();
+    report.workspace_copy = ws_view.copy.clone();
+    let (app, owner) = (ws_view.app.clone(), ws_view.owner);
     let shadows = guard::shadow::shadowed_test_tools(&app, &report.command);
     if !shadows.is_empty() {
         report.tampered(

@@ -13,6 +13,7 @@ pub mod solve;
 pub mod stage;
 pub mod submit;
 pub mod validate;
+pub mod view;
 pub mod watchdog;
 
 use std::path::{Path, PathBuf};

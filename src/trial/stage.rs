@@ -55,9 +55,11 @@ pub struct Stage {
 }
 
 impl Stage {
-    /// A fresh stage under cbrun's state root.
+    /// A fresh stage under cbrun's state root, as found before cbrun
+    /// entered a user namespace of its own (inside it, its uid reads 0 and
+    /// `state_root()` would name root's).
     pub fn new() -> io::Result<Stage> {
-        Stage::under(&crate::sandbox::state::state_root())
+        Stage::under(&crate::sandbox::run::HostView::detect().state_root)
     }
 
     /// A fresh stage under `state_root`.

@@ -22,6 +22,7 @@ mod image;
 mod image_build;
 mod imgkit;
 mod isolation;
+mod judge_view;
 mod lifecycle;
 mod limits;
 mod published_shapes;
