@@ -104,9 +104,10 @@ cp_small=$(run_series cp-small copy "$small" "$copy_runs")
 cp_big=$(run_series cp-big copy "$big" "$copy_runs")
 cpa=$(for i in $(seq "$copy_runs"); do wall cp -a "$big" "$tmp/cpa-$i"; rm -rf "$tmp/cpa-$i"; done | median)
 
-view=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["workspace_view"], r["reward"], (r.get("workspace_scan") or {}).get("seconds"))' "$tmp/out-ov-big-1.json")
+# `--json` output is the envelope {cbrun, command, ok, result}.
+view=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print(r["workspace_view"], r["reward"], (r.get("workspace_scan") or {}).get("seconds"))' "$tmp/out-ov-big-1.json")
 read -r view_kind reward scan_s <<<"$view"
-copy_kind=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["workspace_view"])' "$tmp/out-cp-big-1.json")
+copy_kind=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"]["workspace_view"])' "$tmp/out-cp-big-1.json")
 
 d_ov=$(echo "$ov_big - $ov_small" | bc -l)
 d_cp=$(echo "$cp_big - $cp_small" | bc -l)
