@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::agent::builtin::{self, AgentRef};
+use crate::agent::cache::InstallCache;
 use crate::image::store::Store;
 use crate::image::unpacked::{use_image, ImageUse};
 use crate::net::policy::EgressPolicy;
@@ -13,8 +14,9 @@ use crate::trial::judge::JudgeOptions;
 use crate::trial::phase::PhaseLimits;
 use crate::trial::solve::{AgentRunOptions, Egress, SolveOptions};
 use crate::trial::TrialOptions;
+use crate::usage::PriceTable;
 
-use super::{err, ConfigEntry, PlanError};
+use super::{agent_run, err, ConfigEntry, PlanError};
 
 impl ConfigEntry {
     /// The memory limit of each sandbox of a trial (solve and judge run one
@@ -100,8 +102,8 @@ impl ConfigEntry {
                 .ok_or_else(|| at(field, &format!("{v}: must be a positive number of seconds")))
         };
         let agent = self.agent()?;
-        let agent_run = AgentRunOptions::defaults_for(&agent)
-            .map_err(|e| err(format!("config {}: {e}", self.name)))?;
+        let agent_run = self.agent_run(&agent)?;
+        let ca = agent_run::load_ca(&self.ca_bundle).map_err(|(f, e)| at(&f, &e))?;
         Ok(TrialOptions {
             solve: SolveOptions {
                 agent,
@@ -113,9 +115,7 @@ impl ConfigEntry {
                 limits: limits.clone(),
                 rootfs: root.rootfs.clone(),
                 image_env: root.env.clone(),
-                // A run's extra trust comes from the host's environment
-                // (SSL_CERT_FILE and friends, passed by the specs).
-                ca: None,
+                ca,
             },
             judge: JudgeOptions {
                 rootfs: root.rootfs.clone(),
@@ -126,6 +126,39 @@ impl ConfigEntry {
                     .transpose()?,
                 limits,
                 ..JudgeOptions::default()
+            },
+        })
+    }
+}
+
+impl ConfigEntry {
+    /// `env`, `env_pass`, `agent_version`, the price table (the pinned
+    /// one, else `$CBRUN_PRICING`, else the built-in one) and the install
+    /// cache (none with `fresh_install`); replays and `none` get nothing.
+    fn agent_run(&self, agent: &AgentRef) -> Result<AgentRunOptions, PlanError> {
+        let at = |field: &str, e: &dyn std::fmt::Display| {
+            err(format!("config {}: {field}: {e}", self.name))
+        };
+        if !matches!(agent, AgentRef::Spec(..)) {
+            return Ok(AgentRunOptions::default());
+        }
+        let pricing = match &self.pricing {
+            Some(p) => agent_run::load_pricing(p).map_err(|e| at("pricing", &e))?,
+            None => PriceTable::resolve(None).map_err(|e| at("pricing", &e))?,
+        };
+        Ok(AgentRunOptions {
+            env: self
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            env_pass: self.env_pass.clone(),
+            version: self.agent_version.clone(),
+            pricing: Some(pricing),
+            install_cache: if self.fresh_install {
+                None
+            } else {
+                InstallCache::default_location().ok()
             },
         })
     }

@@ -1,6 +1,7 @@
 //! The plan file as written by hand, and the case lists it (or the
 //! command line) names.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -13,6 +14,8 @@ use super::{err, PlanError};
 /// cases = ["cases/case00*"]     # paths or globs, relative to this file
 /// all = ["more-cases"]          # every case folder inside these folders
 /// repeats = 2
+/// [defaults]                   # every config's, unless it sets the field itself
+/// env_pass = ["OPENAI_API_KEY"]
 /// [[config]]
 /// name = "ref"
 /// agent = "replay:@reference"
@@ -22,6 +25,8 @@ use super::{err, PlanError};
 /// model = "openai/some-model"
 /// solve_timeout = 3600
 /// memory = "4G"
+/// env = { OPENAI_BASE_URL = "http://127.0.0.1:8080/v1" }
+/// ca_bundle = ["system", "corp-ca.pem"]
 /// [slurm]                      # only for --backend slurm
 /// partition = "short"
 /// ```
@@ -33,6 +38,9 @@ pub struct PlanFile {
     #[serde(default)]
     pub all: Vec<String>,
     pub repeats: Option<u32>,
+    /// `[defaults]`: options of every configuration that does not set
+    /// them itself (no `name`, no `agent`).
+    pub defaults: Option<ConfigSpec>,
     #[serde(default, rename = "config")]
     pub configs: Vec<ConfigSpec>,
     /// `[slurm]`: how `--backend slurm` submits (see [`super::slurm`]).
@@ -40,12 +48,15 @@ pub struct PlanFile {
 }
 
 /// One configuration as given; what is left out takes `cbrun trial`'s
-/// defaults.
+/// defaults. Every option is one of `cbrun trial`'s flags, named alike
+/// (`--env-pass` is `env_pass`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigSpec {
     /// Required in a plan file; derived from the agent on the command line.
     pub name: Option<String>,
+    /// Required (empty only in `[defaults]`, where it is refused).
+    #[serde(default)]
     pub agent: String,
     pub model: Option<String>,
     pub solve_timeout: Option<f64>,
@@ -61,6 +72,51 @@ pub struct ConfigSpec {
     pub resolve: Option<Vec<String>>,
     pub image: Option<String>,
     pub rootfs: Option<String>,
+    /// Set in the agent's sandboxes. The values are written to the run
+    /// folder's `plan.toml`; secrets belong in `env_pass`.
+    pub env: Option<BTreeMap<String, String>>,
+    /// Forwarded from cbrun's environment, when set, at each trial's
+    /// start; only the names are written anywhere.
+    pub env_pass: Option<Vec<String>>,
+    pub agent_version: Option<String>,
+    /// A price table file (relative to the plan file).
+    pub pricing: Option<PathBuf>,
+    pub fresh_install: Option<bool>,
+    /// `system` or PEM files (relative to the plan file).
+    pub ca_bundle: Option<Vec<String>>,
+}
+
+impl ConfigSpec {
+    /// This configuration with every option it leaves out taken from
+    /// `d`: a field given here replaces `d`'s whole (lists and `env`
+    /// included).
+    pub fn over(self, d: &ConfigSpec) -> ConfigSpec {
+        macro_rules! or {
+            ($($f:ident),*) => { ConfigSpec { name: self.name, agent: self.agent, $($f: self.$f.or_else(|| d.$f.clone())),* } };
+        }
+        or!(
+            model,
+            solve_timeout,
+            stall_timeout,
+            judge_timeout,
+            memory,
+            pids,
+            cpus,
+            require_limits,
+            net,
+            allow,
+            allow_registries,
+            resolve,
+            image,
+            rootfs,
+            env,
+            env_pass,
+            agent_version,
+            pricing,
+            fresh_install,
+            ca_bundle
+        )
+    }
 }
 
 /// A plan before it is checked.
@@ -71,6 +127,9 @@ pub struct PlanRequest {
     pub cases: Vec<PathBuf>,
     pub repeats: u32,
     pub configs: Vec<ConfigSpec>,
+    /// What relative option paths (`pricing`, `ca_bundle`) are relative
+    /// to: the plan file's folder, or the working directory.
+    pub base: PathBuf,
     /// The plan file's `[slurm]` table, when it has one.
     pub slurm: Option<crate::run::slurm::SlurmOptions>,
 }
@@ -100,19 +159,38 @@ impl PlanFile {
                 "{origin}: config: no [[config]] table (a configuration names an agent)"
             )));
         }
-        for (i, c) in file.configs.iter().enumerate() {
-            if c.name.is_none() {
+        let defaults = file.defaults.unwrap_or_default();
+        if defaults.name.is_some() || !defaults.agent.is_empty() {
+            return Err(err(format!(
+                "{origin}: defaults: {}: not in [defaults] (each [[config]] has its own)",
+                if defaults.name.is_some() {
+                    "name"
+                } else {
+                    "agent"
+                }
+            )));
+        }
+        let mut configs = Vec::new();
+        for (i, c) in file.configs.into_iter().enumerate() {
+            let Some(name) = c.name.clone() else {
                 return Err(err(format!(
                     "{origin}: config {}: name: missing (every [[config]] has a name)",
                     i + 1
                 )));
+            };
+            if c.agent.is_empty() {
+                return Err(err(format!(
+                    "{origin}: config {name}: agent: missing (a configuration names an agent)"
+                )));
             }
+            configs.push(c.over(&defaults));
         }
         Ok(PlanRequest {
             origin,
             cases,
             repeats: file.repeats.unwrap_or(1),
-            configs: file.configs,
+            configs,
+            base: base.to_path_buf(),
             slurm: file.slurm,
         })
     }

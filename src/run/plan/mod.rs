@@ -13,14 +13,17 @@
 //! case, then the configuration: a run stopped half-way has every
 //! case and configuration about equally often.
 
+mod agent_run;
 mod entry;
 mod file;
 mod resolve;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use agent_run::{CaEntry, PinnedFile};
 pub use entry::Root;
 use file::one_line;
 pub use file::{all_cases, expand_cases, ConfigSpec, PlanFile, PlanRequest};
@@ -96,6 +99,24 @@ pub struct ConfigEntry {
     /// `host` or an absolute directory, when no image is used.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rootfs: Option<String>,
+    // The fields below are left out when unset, so a plan that does not
+    // use them reads (and compares) as it did before they existed.
+    /// `env`: plain values, as the plan gave them (secrets go through
+    /// `env_pass`, whose values are never written).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub env: BTreeMap<String, String>,
+    /// `env_pass`: names only.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub env_pass: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub agent_version: Option<String>,
+    /// A price table in place of `$CBRUN_PRICING` or the built-in one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pricing: Option<PinnedFile>,
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub fresh_install: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub ca_bundle: Vec<CaEntry>,
 }
 
 /// One trial of the plan.
@@ -226,6 +247,24 @@ impl ResolvedPlan {
     }
 }
 
+/// Which `env` variables differ, by name: the values stay out of
+/// messages (and so out of logs).
+fn env_diff(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> String {
+    let mut names: Vec<&String> = a.keys().chain(b.keys()).collect();
+    names.sort();
+    names.dedup();
+    let what: Vec<String> = names
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| match (a.contains_key(k), b.contains_key(k)) {
+            (true, true) => format!("{k} has another value"),
+            (true, false) => format!("{k} set here, unset now"),
+            _ => format!("{k} unset here, set now"),
+        })
+        .collect();
+    format!("env: {}", what.join(", "))
+}
+
 /// The first field that differs between two configurations, as `field`.
 fn first_field_diff(a: &ConfigEntry, b: &ConfigEntry) -> String {
     let (ta, tb) = (toml::Value::try_from(a).ok(), toml::Value::try_from(b).ok());
@@ -234,6 +273,9 @@ fn first_field_diff(a: &ConfigEntry, b: &ConfigEntry) -> String {
         keys.sort();
         keys.dedup();
         if let Some(k) = keys.into_iter().find(|k| ta.get(*k) != tb.get(*k)) {
+            if k == "env" {
+                return env_diff(&a.env, &b.env);
+            }
             let show = |v: Option<&toml::Value>| v.map(|v| v.to_string()).unwrap_or("unset".into());
             return format!("{k}: {} here, {} now", show(ta.get(k)), show(tb.get(k)));
         }
@@ -281,6 +323,12 @@ mod tests {
                     image: None,
                     image_id: None,
                     rootfs: Some("host".into()),
+                    env: BTreeMap::new(),
+                    env_pass: vec![],
+                    agent_version: None,
+                    pricing: None,
+                    fresh_install: false,
+                    ca_bundle: vec![],
                 })
                 .collect(),
         }
@@ -311,6 +359,28 @@ mod tests {
             "{text}"
         );
         assert_eq!(ResolvedPlan::from_toml(&text, "plan.toml").unwrap(), p);
+        // A plan that sets none of the agent options is written as one
+        // from before they existed, so old run folders still compare equal.
+        for k in [
+            "env",
+            "env_pass",
+            "agent_version",
+            "pricing",
+            "fresh_install",
+            "ca_bundle",
+        ] {
+            assert!(!text.contains(&format!("\n{k} =")), "{k}: {text}");
+        }
+        let mut q = p.clone();
+        q.configs[0].env.insert("A".into(), "1".into());
+        q.configs[0].env_pass = vec!["KEY".into()];
+        q.configs[0].fresh_install = true;
+        q.configs[0].ca_bundle = vec![CaEntry {
+            source: "system".into(),
+            sha256: None,
+        }];
+        let text = q.to_toml().unwrap();
+        assert_eq!(ResolvedPlan::from_toml(&text, "plan.toml").unwrap(), q);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use sha2::{Digest, Sha256};
 
 use crate::agent::builtin::{self, AgentRef};
+use crate::agent::render::needs_model;
 use crate::case::Case;
 use crate::image::unpacked::ImageUse;
 use crate::net::policy::EgressPolicy;
@@ -16,6 +17,7 @@ use crate::trial::clock;
 use crate::trial::provenance;
 use crate::trial::solve::{DEFAULT_SOLVE_BUDGET, DEFAULT_STALL};
 
+use super::agent_run;
 use super::entry::{open_image, positive_secs};
 use super::{err, CaseEntry, ConfigEntry, ConfigSpec, PlanError, PlanRequest, ResolvedPlan};
 
@@ -110,7 +112,7 @@ pub fn resolve(
     let mut configs = Vec::new();
     let mut images = Vec::new();
     for (i, spec) in req.configs.iter().enumerate() {
-        let (entry, image) = resolve_config(spec, i, &cases, origin, host)?;
+        let (entry, image) = resolve_config(spec, i, &cases, origin, &req.base, host)?;
         if configs.iter().any(|c: &ConfigEntry| c.name == entry.name) {
             return Err(err(format!(
                 "{origin}: config {}: name: used twice (name them: --agent NAME=SPEC, or name = in the plan)",
@@ -142,6 +144,7 @@ fn resolve_config(
     index: usize,
     cases: &[(Case, CaseEntry)],
     origin: &str,
+    base: &Path,
     host: &HostView,
 ) -> Result<(ConfigEntry, Option<ImageUse>), PlanError> {
     let name = spec
@@ -186,6 +189,15 @@ fn resolve_config(
             agent_arg = format!("replay:{}", abs.display());
         }
         AgentRef::Spec(s, src) => {
+            if spec.model.is_none() && needs_model(s) {
+                return Err(at(
+                    "model",
+                    &format!(
+                        "missing: agent {}'s command passes a model ({{model_quoted}})",
+                        spec.agent
+                    ),
+                ));
+            }
             spec_sha256 = Some(s.hash());
             if let builtin::SpecSource::File(p) = src {
                 let abs = std::fs::canonicalize(p).map_err(|e| at("agent", &e))?;
@@ -217,7 +229,11 @@ fn resolve_config(
             }
         }
         "allowlist" => {
-            EgressPolicy::parse(&allow, allow_registries, &resolve).map_err(|e| at("allow", &e))?;
+            let p = EgressPolicy::parse(&allow, allow_registries, &resolve)
+                .map_err(|e| at("allow", &e))?;
+            // As `cbrun trial` refuses it: a loopback entry the proxy's own
+            // address would shadow.
+            crate::trial::egress::forwards(&p).map_err(|e| at("allow", &e))?;
         }
         other => return Err(at("net", &format!("{other:?}: expected none or allowlist"))),
     }
@@ -249,6 +265,22 @@ fn resolve_config(
             Some(abs.display().to_string())
         }
     };
+    let field = |(f, e): (String, String)| at(&f, &e);
+    let env = spec.env.clone().unwrap_or_default();
+    agent_run::check_env(&env).map_err(field)?;
+    let env_pass = spec.env_pass.clone().unwrap_or_default();
+    agent_run::check_env_pass(&env_pass).map_err(field)?;
+    if let Some(v) = &spec.agent_version {
+        agent_run::check_version(v).map_err(|e| at("agent_version", &e))?;
+    }
+    let pricing = spec
+        .pricing
+        .as_deref()
+        .map(|p| agent_run::pin_pricing(p, base))
+        .transpose()
+        .map_err(|e| at("pricing", &e))?;
+    let ca_bundle =
+        agent_run::pin_ca(spec.ca_bundle.as_deref().unwrap_or_default(), base).map_err(field)?;
     let (image_id, image) = match &spec.image {
         Some(n) => {
             let u = open_image(n, host).map_err(|e| at("image", &e))?;
@@ -278,6 +310,12 @@ fn resolve_config(
             image: spec.image.clone(),
             image_id,
             rootfs,
+            env,
+            env_pass,
+            agent_version: spec.agent_version.clone(),
+            pricing,
+            fresh_install: spec.fresh_install.unwrap_or(false),
+            ca_bundle,
         },
         image,
     ))
@@ -321,5 +359,172 @@ mod tests {
             assert!(!valid_name(bad), "{bad}");
         }
         assert!(valid_name("ref-1.2_b"));
+    }
+
+    const PEM_A: &str = "-----BEGIN CERTIFICATE-----\nQUFB\n-----END CERTIFICATE-----\n";
+
+    /// A folder with a copy-free plan: the repo's case001, a spec agent,
+    /// a CA file; `body` is the plan file after its `cases` line.
+    struct PlanDir(std::path::PathBuf);
+
+    impl PlanDir {
+        fn new(tag: &str) -> PlanDir {
+            let d =
+                std::env::temp_dir().join(format!("cbrun-resolve-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("show.toml"), "name = \"show\"\ncommand = \"env\"\n").unwrap();
+            std::fs::write(
+                d.join("model.toml"),
+                "name = \"model\"\ncommand = \"run {model_quoted}\"\n",
+            )
+            .unwrap();
+            std::fs::write(d.join("a.pem"), PEM_A).unwrap();
+            PlanDir(d)
+        }
+
+        fn resolve(&self, body: &str) -> Result<ResolvedPlan, String> {
+            let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/case001");
+            let f = self.0.join("p.toml");
+            let spec = self.0.join("show.toml");
+            let text = format!(
+                "cases = [{case:?}]\n{}",
+                body.replace("SHOW", &spec.display().to_string())
+                    .replace("MODEL", &self.0.join("model.toml").display().to_string())
+            );
+            std::fs::write(&f, text).unwrap();
+            let req = super::super::PlanFile::load(&f).map_err(|e| e.to_string())?;
+            resolve(&req, &HostView::detect())
+                .map(|(p, _)| p)
+                .map_err(|e| e.to_string())
+        }
+    }
+
+    impl Drop for PlanDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn agent_options_resolve_per_config_over_the_defaults() {
+        let d = PlanDir::new("ok");
+        let p = d
+            .resolve(
+                "[defaults]\nenv_pass = [\"SECRET_A\"]\nenv = { SHARED = \"1\" }\nfresh_install = true\n\
+                 [[config]]\nname = \"a\"\nagent = \"SHOW\"\nca_bundle = [\"a.pem\"]\nagent_version = \"1.2.3\"\n\
+                 [[config]]\nname = \"b\"\nagent = \"SHOW\"\nenv = { ONLY_B = \"x\" }\nenv_pass = [\"SECRET_B\", \"OTHER\"]\nfresh_install = false\n",
+            )
+            .unwrap();
+        let (a, b) = (&p.configs[0], &p.configs[1]);
+        assert_eq!(a.env_pass, ["SECRET_A"]);
+        assert_eq!(a.env.get("SHARED").map(String::as_str), Some("1"));
+        assert!(a.fresh_install && !b.fresh_install);
+        assert_eq!(a.agent_version.as_deref(), Some("1.2.3"));
+        // The pem is found next to the plan file, pinned by its certificates.
+        let pem = d.0.canonicalize().unwrap().join("a.pem");
+        assert_eq!(a.ca_bundle[0].source, pem.display().to_string());
+        assert_eq!(
+            a.ca_bundle[0].sha256.as_deref(),
+            Some(format!("{:x}", Sha256::digest(PEM_A)).as_str())
+        );
+        // A config's field replaces the default's whole.
+        assert_eq!(b.env_pass, ["SECRET_B", "OTHER"]);
+        assert_eq!(b.env.keys().collect::<Vec<_>>(), ["ONLY_B"]);
+        assert!(b.ca_bundle.is_empty() && b.agent_version.is_none());
+        // Written and read back the same; what is unset is left out.
+        let text = p.to_toml().unwrap();
+        assert_eq!(ResolvedPlan::from_toml(&text, "plan.toml").unwrap(), p);
+        let back: toml::Value = toml::from_str(&text).unwrap();
+        assert!(back["config"][1].get("ca_bundle").is_none(), "{text}");
+        assert!(back["config"][1].get("fresh_install").is_none(), "{text}");
+        // The options the worker gets.
+        let root = b.root(&HostView::detect()).unwrap();
+        let o = a.trial_options(&root).unwrap();
+        assert_eq!(o.solve.agent_run.env_pass, ["SECRET_A"]);
+        assert_eq!(o.solve.agent_run.version.as_deref(), Some("1.2.3"));
+        assert!(o.solve.agent_run.install_cache.is_none());
+        assert_eq!(o.solve.ca.as_ref().map(|c| c.certificates), Some(1));
+        let o = b.trial_options(&root).unwrap();
+        assert_eq!(o.solve.agent_run.env, [("ONLY_B".into(), "x".into())]);
+        assert!(o.solve.ca.is_none());
+        // A changed env is another plan, named without its values.
+        let mut c = p.clone();
+        c.configs[0]
+            .env
+            .insert("SHARED".into(), "the-new-value".into());
+        let diff = p.differs_from(&c).unwrap();
+        assert_eq!(diff, "config a differs (env: SHARED has another value)");
+        let mut c = p.clone();
+        c.configs[1].env_pass.pop();
+        assert!(p
+            .differs_from(&c)
+            .unwrap()
+            .starts_with("config b differs (env_pass:"));
+    }
+
+    #[test]
+    fn bad_agent_options_are_one_line_naming_the_file_config_and_field() {
+        let d = PlanDir::new("bad");
+        let f = d.0.join("p.toml").display().to_string();
+        for (body, want) in [
+            (
+                "[[config]]\nname = \"s\"\nagent = \"SHOW\"\nenv_pass = [\"OK\", \"NO-DASH\"]\n",
+                "config s: env_pass[1]: \"NO-DASH\": not a variable name",
+            ),
+            (
+                "[[config]]\nname = \"s\"\nagent = \"SHOW\"\nenv = { HOME = \"/x\" }\n",
+                "config s: env.HOME: HOME: the agent's home is its spec's `home`",
+            ),
+            (
+                "[[config]]\nname = \"s\"\nagent = \"SHOW\"\nenv = { A = \"a\\u0000b\" }\n",
+                "config s: env.A: the value holds a NUL byte",
+            ),
+            (
+                "[[config]]\nname = \"s\"\nagent = \"SHOW\"\nca_bundle = [\"a.pem\", \"nope.pem\"]\n",
+                "config s: ca_bundle[1]: ",
+            ),
+            (
+                "[[config]]\nname = \"s\"\nagent = \"SHOW\"\nca_bundle = [\"show.toml\"]\n",
+                "no PEM certificate",
+            ),
+            (
+                "[[config]]\nname = \"s\"\nagent = \"SHOW\"\nagent_version = \"1 2\"\n",
+                "config s: agent_version: \"1 2\": not a version",
+            ),
+            (
+                "[[config]]\nname = \"s\"\nagent = \"SHOW\"\npricing = \"show.toml\"\n",
+                "config s: pricing: ",
+            ),
+            (
+                "[[config]]\nname = \"s\"\nagent = \"MODEL\"\n",
+                "config s: model: missing: agent ",
+            ),
+            (
+                "[[config]]\nname = \"s\"\nagent = \"SHOW\"\nnet = \"allowlist\"\nallow = [\"127.0.0.1:3128\"]\n",
+                "config s: allow: ",
+            ),
+            (
+                "[defaults]\nagent = \"SHOW\"\n[[config]]\nname = \"s\"\nagent = \"SHOW\"\n",
+                "defaults: agent: not in [defaults]",
+            ),
+            (
+                "[defaults]\nenv_pas = [\"X\"]\n[[config]]\nname = \"s\"\nagent = \"SHOW\"\n",
+                "unknown field `env_pas`",
+            ),
+            ("[[config]]\nname = \"s\"\n", "config s: agent: missing"),
+            (
+                "[defaults]\nenv_pass = [\"1X\"]\n[[config]]\nname = \"s\"\nagent = \"SHOW\"\n",
+                "config s: env_pass[0]: \"1X\"",
+            ),
+        ] {
+            let e = d.resolve(body).unwrap_err();
+            assert!(e.starts_with(&f), "{body}: {e}");
+            assert!(e.contains(want), "{body}: want {want:?} in {e}");
+            assert!(!e.contains('\n'), "{e}");
+            for flag in ["--env", "--ca-bundle", "--agent-version", "--pricing"] {
+                assert!(!e.contains(flag), "a flag named in a plan's error: {e}");
+            }
+        }
     }
 }
