@@ -41,7 +41,7 @@ use super::messages;
 use super::trial::status_of;
 
 /// Flags that define configurations (not with --plan or --resume).
-const CONFIG_FLAGS: [&str; 16] = [
+const CONFIG_FLAGS: [&str; 22] = [
     "agents",
     "model",
     "solve_timeout",
@@ -58,6 +58,12 @@ const CONFIG_FLAGS: [&str; 16] = [
     "rootfs",
     "image",
     "repeats",
+    "env",
+    "env_pass",
+    "agent_version",
+    "pricing",
+    "fresh_install",
+    "ca_bundle",
 ];
 
 #[derive(Args)]
@@ -121,6 +127,27 @@ pub struct RunArgs {
     /// Run the sandboxes on this image from the store.
     #[arg(long, value_name = "NAME[:TAG]")]
     pub(super) image: Option<String>,
+    /// Set a variable in every agent's sandboxes; the value is written to
+    /// the run's plan.toml (pass secrets with --env-pass).
+    #[arg(long = "env", value_name = "K=V")]
+    pub(super) env: Vec<String>,
+    /// Forward a variable from cbrun's environment to every agent's
+    /// sandboxes, when set (only its name is written).
+    #[arg(long = "env-pass", value_name = "NAME")]
+    pub(super) env_pass: Vec<String>,
+    /// Install this version of each spec agent's CLI instead of its pin.
+    #[arg(long, value_name = "VERSION")]
+    pub(super) agent_version: Option<String>,
+    /// Price table for cost_usd (default: $CBRUN_PRICING, else the built-in table).
+    #[arg(long, value_name = "FILE")]
+    pub(super) pricing: Option<PathBuf>,
+    /// Install the agents afresh: neither use nor fill the install cache.
+    #[arg(long)]
+    pub(super) fresh_install: bool,
+    /// Extra CA certificates (PEM) the agents' sandboxes trust, or
+    /// `system` for the host's bundle (repeatable).
+    #[arg(long, value_name = "FILE|system")]
+    pub(super) ca_bundle: Vec<String>,
     /// Trials at once (default: one per CPU, as many as memory allows).
     #[arg(long, value_name = "N")]
     pub(super) jobs: Option<usize>,
@@ -315,10 +342,14 @@ fn resume_folder(
         }
     }
     let mut images = Vec::new();
+    let shown = folder.root.join(plan::PLAN_FILE);
+    let in_plan = |e: plan::PlanError| usage(anyhow!("{}: {e}", shown.display()));
     for c in &plan.configs {
-        c.agent().map_err(usage)?;
-        // Keeps an image's root in use, and checks its digest.
-        let root = c.root(view).map_err(usage)?;
+        c.agent().map_err(in_plan)?;
+        // Keeps an image's root in use, and checks its digest; the
+        // options check the files the plan pinned (CA bundles, prices).
+        let root = c.root(view).map_err(in_plan)?;
+        c.trial_options(&root).map_err(in_plan)?;
         drop(root);
         if let Some(name) = &c.image {
             images.extend(image_use(name, view));
@@ -399,6 +430,13 @@ fn flags_request(a: &RunArgs) -> Result<PlanRequest> {
             "--agent: none given (one configuration per --agent [NAME=]SPEC)"
         ));
     }
+    let mut env = std::collections::BTreeMap::new();
+    for kv in &a.env {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--env {kv}: expected K=V"))?;
+        env.insert(k.to_owned(), v.to_owned());
+    }
     let configs = a
         .agents
         .iter()
@@ -421,6 +459,12 @@ fn flags_request(a: &RunArgs) -> Result<PlanRequest> {
                 resolve: Some(a.resolve.clone()),
                 image: a.image.clone(),
                 rootfs: a.rootfs.clone(),
+                env: Some(env.clone()),
+                env_pass: Some(a.env_pass.clone()),
+                agent_version: a.agent_version.clone(),
+                pricing: a.pricing.clone(),
+                fresh_install: Some(a.fresh_install),
+                ca_bundle: Some(a.ca_bundle.clone()),
             }
         })
         .collect();
@@ -429,6 +473,7 @@ fn flags_request(a: &RunArgs) -> Result<PlanRequest> {
         cases,
         repeats: a.repeats.unwrap_or(1),
         configs,
+        base: PathBuf::from("."),
         slurm: None,
     })
 }

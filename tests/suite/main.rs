@@ -28,6 +28,7 @@ mod limits;
 mod published_shapes;
 mod report;
 mod run;
+mod run_plan;
 mod sif;
 mod slurm;
 mod trial;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::common::*;
 use serde_json::Value;
 
-const RUN_DEADLINE: Duration = Duration::from_secs(240);
+pub(super) const RUN_DEADLINE: Duration = Duration::from_secs(240);
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
 fn in_ci() -> bool {
@@ -24,7 +24,7 @@ fn in_ci() -> bool {
 }
 
 /// World-readable copies of the sample cases in the test's folder.
-fn cases(ctx: &Ctx, names: &[&str]) -> Vec<PathBuf> {
+pub(super) fn cases(ctx: &Ctx, names: &[&str]) -> Vec<PathBuf> {
     let root = ctx.dir.join("cases");
     for n in names {
         let dst = root.join(n);
@@ -50,7 +50,7 @@ fn cases(ctx: &Ctx, names: &[&str]) -> Vec<PathBuf> {
 }
 
 /// An agent spec file readable by every test user.
-fn spec(ctx: &Ctx, name: &str, body: &str) -> String {
+pub(super) fn spec(ctx: &Ctx, name: &str, body: &str) -> String {
     let p = ctx.dir.join(format!("{name}.toml"));
     fs::write(&p, format!("name = \"{name}\"\n{body}")).unwrap();
     fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
@@ -61,7 +61,7 @@ fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-fn run_args(cases: &[PathBuf], agents: &[&str], rest: &[&str]) -> Vec<String> {
+pub(super) fn run_args(cases: &[PathBuf], agents: &[&str], rest: &[&str]) -> Vec<String> {
     let mut a = vec!["run".to_string()];
     a.extend(cases.iter().map(|c| c.display().to_string()));
     for g in agents {
@@ -72,17 +72,17 @@ fn run_args(cases: &[PathBuf], agents: &[&str], rest: &[&str]) -> Vec<String> {
     a
 }
 
-fn json(p: &Path) -> Value {
+pub(super) fn json(p: &Path) -> Value {
     let text = fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}: {text}", p.display()))
 }
 
-fn plan(dir: &Path) -> toml::Value {
+pub(super) fn plan(dir: &Path) -> toml::Value {
     toml::from_str(&fs::read_to_string(dir.join("plan.toml")).unwrap()).unwrap()
 }
 
 /// (case, config, repeat) -> the latest attempt's record.
-fn records(dir: &Path) -> BTreeMap<(String, String, u64), Value> {
+pub(super) fn records(dir: &Path) -> BTreeMap<(String, String, u64), Value> {
     let mut out = BTreeMap::new();
     let Ok(cases) = fs::read_dir(dir.join("trials")) else {
         return out;
@@ -111,7 +111,7 @@ fn records(dir: &Path) -> BTreeMap<(String, String, u64), Value> {
     out
 }
 
-fn results(dir: &Path) -> Vec<Value> {
+pub(super) fn results(dir: &Path) -> Vec<Value> {
     fs::read_to_string(dir.join("results.jsonl"))
         .unwrap_or_default()
         .lines()

@@ -7,9 +7,10 @@
 //!
 //! The environment `sbatch` gets (and, through its default
 //! `--export=ALL`, the job) is `PATH`, `SLURM_CONF` and `CBRUN_HOME` when
-//! set, and the variables the plan's agent specs pass through (their API
-//! keys): not the caller's `HOME`, `XDG_*` or `CBRUN_STATE_DIR`, which
-//! would put node state on the submitter's (shared) folders.
+//! set, and the variables the plan's agent specs and configurations
+//! (`env_pass`) pass through (their API keys): not the caller's `HOME`,
+//! `XDG_*` or `CBRUN_STATE_DIR`, which would put node state on the
+//! submitter's (shared) folders.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -209,6 +210,7 @@ pub fn clean_env(plan: &ResolvedPlan) -> Vec<(String, String)> {
         if let Ok(AgentRef::Spec(s, _)) = c.agent() {
             keys.extend(s.env_passthrough.iter().cloned());
         }
+        keys.extend(c.env_pass.iter().cloned());
     }
     keys.sort();
     keys.dedup();
