@@ -23,7 +23,7 @@
 //! the field.
 
 use std::fs::{self, File};
-use std::io::{self, Read};
+use std::io::{self, Read, Seek};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
@@ -189,8 +189,7 @@ fn collect_run(
             return;
         }
     };
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(owner.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    if !locked(&owner) && !reap_abandoned_setup(&owner_path, &owner, report) {
         report.live_runs += 1;
         return;
     }
@@ -226,6 +225,64 @@ fn collect_run(
     }
     reap_dir(path, report);
     drop(owner);
+}
+
+/// Takes the owner file's lock if nobody holds it.
+fn locked(owner: &File) -> bool {
+    // SAFETY: flock on a descriptor we own.
+    unsafe { libc::flock(owner.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// libcontainer's set-up processes (named `youki:[1:INTER]` and
+/// `youki:[2:INIT]` until the sandbox's command is executed) are forks of
+/// cbrun and so hold its open owner file, and with it the lock. A cbrun
+/// killed while they are set up leaves them blocked for ever on a channel
+/// whose other end they hold themselves (and in the init's case before it
+/// could ask for a parent-death signal), and the run looks live. When the
+/// recorded cbrun is gone, every holder of this very owner file that is
+/// such a set-up process is one of them: it is SIGKILLed (through a pidfd
+/// opened before its descriptors were looked at) and the lock taken.
+/// Nobody but this user (or root) could have opened the owner file.
+fn reap_abandoned_setup(owner_path: &Path, owner: &File, report: &mut GcReport) -> bool {
+    let Ok(rec) = read_record(owner) else {
+        return false;
+    };
+    // Rewind for the normal path, which reads the record again.
+    let _ = (&*owner).seek(io::SeekFrom::Start(0));
+    let cbrun = rec.cbrun_pid as i32;
+    if cbrun <= 0 || ProcStat::read(cbrun).is_some_and(|s| !s.is_dead()) {
+        // The owner (or a process that reused its pid) lives: a live run.
+        return false;
+    }
+    let Ok(meta) = owner.metadata() else {
+        return false;
+    };
+    let holders = proc::holders_of(meta.dev(), meta.ino(), "youki:[");
+    if holders.is_empty() {
+        return false;
+    }
+    for (pid, pidfd) in &holders {
+        match pidfd.signal(Signal::SIGKILL) {
+            Ok(()) => report.killed_processes += 1,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => report.errors.push(format!(
+                "{}: set-up process {pid} of a dead cbrun: {e}",
+                owner_path.display()
+            )),
+        }
+    }
+    // The lock goes with the last descriptor, when the killed exit.
+    for _ in 0..100 {
+        if locked(owner) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    report.errors.push(format!(
+        "{}: still locked after its dead cbrun's set-up processes were killed; left alone",
+        owner_path.display()
+    ));
+    false
 }
 
 /// The owner file, without following a planted symlink or blocking on a

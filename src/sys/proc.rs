@@ -94,6 +94,50 @@ pub fn real_uid(pid: i32) -> Option<u32> {
         .ok()
 }
 
+/// Processes whose command name (`/proc/<pid>/comm`) starts with
+/// `comm_prefix` and that hold a descriptor to the file `(dev, ino)`, each
+/// with a pidfd opened before its descriptors were looked at (so a signal
+/// through it reaches the process that was checked). Processes whose
+/// descriptors the caller may not read are skipped: only ones it could
+/// ptrace are found. A `/proc` scan; for rare paths only.
+pub fn holders_of(dev: u64, ino: u64, comm_prefix: &str) -> Vec<(i32, PidFd)> {
+    let me = std::process::id() as i32;
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        match fs::read_to_string(format!("/proc/{pid}/comm")) {
+            Ok(comm) if comm.starts_with(comm_prefix) => {}
+            _ => continue,
+        }
+        let Ok(pidfd) = PidFd::open(pid) else {
+            continue;
+        };
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        // `metadata` follows the fd's magic link to the open file itself.
+        let holds = fds
+            .flatten()
+            .any(|fd| fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino));
+        if holds {
+            found.push((pid, pidfd));
+        }
+    }
+    found
+}
+
 /// A pidfd: refers to one process, whatever later reuses its number.
 #[derive(Debug)]
 pub struct PidFd(OwnedFd);
