@@ -26,7 +26,7 @@ pub enum AdminError {
     NotRoot,
     #[error("no such user in /etc/passwd: {0}")]
     NoSuchUser(String),
-    #[error("looking up user {user}: {source}")]
+    #[error("looking up user {user}")]
     Lookup {
         user: String,
         #[source]
@@ -34,11 +34,11 @@ pub enum AdminError {
     },
     #[error("refusing to delegate to root: root's sandboxes use /cbrun directly")]
     RootTarget,
-    #[error("cannot read the cgroup layout: {0}")]
+    #[error("cannot read the cgroup layout")]
     Detect(#[source] io::Error),
     #[error("no cgroup filesystem is mounted under /sys/fs/cgroup")]
     NoCgroups,
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         path: PathBuf,
         #[source]

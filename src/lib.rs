@@ -5,6 +5,7 @@ pub mod admin;
 pub mod agent;
 pub mod case;
 pub mod doctor;
+pub mod error;
 pub mod fsutil;
 pub mod guard;
 pub mod host;

@@ -137,7 +137,8 @@ fn ioe(path: &Path) -> impl FnOnce(io::Error) -> CacheError + '_ {
 impl InstallCache {
     /// The cache next to the default image store.
     pub fn default_location() -> Result<InstallCache, String> {
-        let data = crate::image::store::Store::default_root().map_err(|e| e.to_string())?;
+        let data =
+            crate::image::store::Store::default_root().map_err(|e| crate::error::chain(&e))?;
         Ok(InstallCache {
             root: data.join("agents"),
         })

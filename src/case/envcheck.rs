@@ -82,9 +82,9 @@ impl CheckRoot {
                 _image: None,
             });
         };
-        let image_err = |e: &dyn std::fmt::Display| EnvCheckError::Image {
+        let image_err = |e: &(dyn std::error::Error + 'static)| EnvCheckError::Image {
             name: name.to_owned(),
-            why: e.to_string(),
+            why: crate::error::chain(e),
         };
         let root = crate::image::store::Store::default_root().map_err(|e| image_err(&e))?;
         let store = crate::image::store::Store::open(root).map_err(|e| image_err(&e))?;
@@ -120,7 +120,7 @@ impl EnvCheckOptions {
 pub enum EnvCheckError {
     #[error("--image {name}: {why}")]
     Image { name: String, why: String },
-    #[error("scratch folder {}: {source}", path.display())]
+    #[error("scratch folder {}", path.display())]
     Scratch {
         path: PathBuf,
         source: std::io::Error,
@@ -325,7 +325,11 @@ fn run_one(
         }
         Err(e) => {
             // A root without bash lands here (command not found).
-            r.error = Some(format!("{} sandbox: {e}", phase.as_str()));
+            r.error = Some(format!(
+                "{} sandbox: {}",
+                phase.as_str(),
+                crate::error::Chain(&e)
+            ));
         }
     }
     r.seconds = started.elapsed().as_secs_f64();

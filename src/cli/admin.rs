@@ -53,7 +53,10 @@ fn delegate_cgroups(a: DelegateArgs) -> ExitStatus {
     match res {
         Ok(_) => ExitStatus::Success,
         Err(e) => {
-            messages::error(format_args!("admin delegate-cgroups: {e}"));
+            messages::error(format_args!(
+                "admin delegate-cgroups: {}",
+                messages::one_line(&e)
+            ));
             ExitStatus::Failure
         }
     }

@@ -110,24 +110,24 @@ pub fn status(msg: impl Display) {
     line(msg);
 }
 
-/// An error and its causes on one line, each cause once (many error types
-/// already quote their cause in their own message), as `cbrun: error: ...`.
+/// An error and its causes on one line, as `cbrun: error: ...`.
 pub fn error_chain(e: &anyhow::Error) {
+    error(one_line(e.as_ref()));
+}
+
+/// [`error_chain`] for a library error that did not go through anyhow.
+pub fn error_of(e: &(dyn std::error::Error + 'static)) {
     error(one_line(e));
 }
 
-/// `e` and its causes joined by `: `, a cause left out when the message
-/// already holds it, any line breaks in them folded.
-pub fn one_line(e: &anyhow::Error) -> String {
-    let mut msg = e.to_string();
-    for cause in e.chain().skip(1) {
-        let t = cause.to_string();
-        if !msg.contains(&t) {
-            msg.push_str(": ");
-            msg.push_str(&t);
-        }
-    }
-    msg.lines().map(str::trim).collect::<Vec<_>>().join(" ")
+/// `e` and each of its causes joined by `: ` (cbrun's errors say each cause
+/// once, in the message or as a source), any line breaks in them folded.
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    cbrun::error::chain(e)
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whole lines go out in one write, so that messages of cbrun and of the
@@ -143,11 +143,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn causes_once_on_one_line() {
-        let e = anyhow::anyhow!("inner\nsecond line");
-        let e = e.context("outer: inner\nsecond line");
-        assert_eq!(one_line(&e), "outer: inner second line");
-        let e = anyhow::anyhow!("root").context("top");
-        assert_eq!(one_line(&e), "top: root");
+    fn each_cause_follows_its_error_on_one_line() {
+        let e = anyhow::anyhow!("inner\nsecond line").context("outer");
+        assert_eq!(one_line(e.as_ref()), "outer: inner second line");
+        let e = anyhow::anyhow!("root").context("middle").context("top");
+        assert_eq!(one_line(e.as_ref()), "top: middle: root");
+        // A library error's source comes after its message.
+        let e = cbrun::image::store::StoreError::Io {
+            path: "/s/index.json".into(),
+            op: "read",
+            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        assert_eq!(
+            one_line(&e),
+            "/s/index.json: read: No such file or directory (os error 2)"
+        );
+        let e = anyhow::Error::from(e).context("--image x");
+        assert_eq!(
+            one_line(e.as_ref()),
+            "--image x: /s/index.json: read: No such file or directory (os error 2)"
+        );
     }
 }

@@ -247,7 +247,7 @@ pub fn run(a: RunArgs) -> Result<ExitStatus> {
         Ok(cfg) => cfg,
         Err(e) => {
             if let Some(p) = &outcome_path {
-                let v = serde_json::json!({ "error": format!("{e:#}"), "cbrun_exit": exit::CBRUN_ERROR });
+                let v = serde_json::json!({ "error": messages::one_line(e.as_ref()), "cbrun_exit": exit::CBRUN_ERROR });
                 write_outcome(p, &v)?;
             }
             return Err(e);
@@ -279,10 +279,10 @@ pub fn run(a: RunArgs) -> Result<ExitStatus> {
         Err(e) => {
             let code = e.exit_code();
             if let Some(p) = &outcome_path {
-                let v = serde_json::json!({ "error": e.to_string(), "cbrun_exit": code });
+                let v = serde_json::json!({ "error": messages::one_line(&e), "cbrun_exit": code });
                 write_outcome(p, &v)?;
             }
-            messages::error(&e);
+            messages::error_of(&e);
             Ok(ExitStatus::code(code))
         }
     }

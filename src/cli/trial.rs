@@ -107,7 +107,7 @@ pub fn exec(a: TrialArgs) -> Result<ExitStatus> {
     let (dir, rec) = match trial::run_trial(&case, &out, &opts, &host) {
         Ok(r) => r,
         Err(e @ TrialError::OutDir { .. }) => {
-            messages::error(&e);
+            messages::error_of(&e);
             return Ok(ExitStatus::Usage);
         }
     };

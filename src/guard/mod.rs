@@ -81,7 +81,7 @@ pub struct ShimFile {
 
 #[derive(Debug, thiserror::Error)]
 pub enum GuardError {
-    #[error("cannot write guard file {path}: {source}")]
+    #[error("cannot write guard file {path}")]
     Write { path: PathBuf, source: io::Error },
 }
 

@@ -313,7 +313,7 @@ fn run_probe(
     phase::set_env(&mut cfg, "CBRUN_PY_PROBE", PY_PROBE);
     phase::set_env(&mut cfg, "CBRUN_NODE_PROBE", NODE_PROBE);
     phase::set_env(&mut cfg, "HOME", "/nonexistent");
-    let o = run::run(&cfg, host).map_err(|e| e.to_string())?;
+    let o = run::run(&cfg, host).map_err(|e| crate::error::chain(&e))?;
     if o.interrupted {
         return Err(INTERRUPTED.into());
     }

@@ -101,7 +101,7 @@ pub enum BuildError {
         attempts: u32,
         log: PathBuf,
     },
-    #[error("capturing the layer: {path}: {source}")]
+    #[error("capturing the layer: {path}")]
     Layer {
         path: PathBuf,
         source: std::io::Error,
@@ -377,7 +377,10 @@ pub fn build(
     let base_img = store.resolve(&base).map_err(|e| BuildError::Input {
         file: plan.origin.clone(),
         field: "base image".into(),
-        why: format!("{base}: {e} (map it in rootfs/base-images.toml or pass --base)"),
+        why: format!(
+            "{base}: {} (map it in rootfs/base-images.toml or pass --base)",
+            crate::error::Chain(&e)
+        ),
     })?;
     let key = cache_key(&base_img.manifest_digest, plan, &opts.pass_env)?;
     let reference = ImageRef::with_tag(&plan.name, &key[..16])?;
@@ -619,7 +622,7 @@ fn build_in(
             ),
         );
         let t0 = Instant::now();
-        let out = run::run(&cfg, host).map_err(|e| BuildError::Sandbox(e.to_string()))?;
+        let out = run::run(&cfg, host).map_err(|e| BuildError::Sandbox(crate::error::chain(&e)))?;
         drop(u);
         let status = if out.interrupted {
             "interrupted".to_owned()

@@ -76,7 +76,7 @@ pub struct ExportReport {
 pub enum ExportError {
     #[error("export to {}: {msg}", path.display())]
     Output { path: PathBuf, msg: String },
-    #[error("export {image}: {source}")]
+    #[error("export {image}")]
     Store { image: String, source: StoreError },
 }
 
@@ -457,9 +457,8 @@ mod tests {
         export(&store, "demo:v1", &a, &opts(ExportFormat::OciArchive)).unwrap();
         export(&store, "demo:v1", &b, &opts(ExportFormat::OciArchive)).unwrap();
         assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap());
-        let e = export(&store, "demo:v1", &a, &opts(ExportFormat::OciArchive))
-            .unwrap_err()
-            .to_string();
+        let e = export(&store, "demo:v1", &a, &opts(ExportFormat::OciArchive)).unwrap_err();
+        let e = crate::error::chain(&e);
         assert!(e.contains("already exists; pass --force"), "{e}");
         let force = |f| ExportOptions {
             force: true,
@@ -477,9 +476,8 @@ mod tests {
         let precious = t.path().join("home");
         fs::create_dir(&precious).unwrap();
         fs::write(precious.join("thesis.tex"), b"x").unwrap();
-        let e = export(&store, "demo:v1", &precious, &force(ExportFormat::OciDir))
-            .unwrap_err()
-            .to_string();
+        let e = export(&store, "demo:v1", &precious, &force(ExportFormat::OciDir)).unwrap_err();
+        let e = crate::error::chain(&e);
         assert!(e.contains("not an OCI image layout"), "{e}");
         assert!(precious.join("thesis.tex").exists());
         let e = export(
@@ -488,8 +486,8 @@ mod tests {
             &precious,
             &force(ExportFormat::OciArchive),
         )
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+        let e = crate::error::chain(&e);
         assert!(e.contains("is a directory"), "{e}");
         let e = export(
             &store,
@@ -497,8 +495,8 @@ mod tests {
             &t.path().join("n"),
             &opts(ExportFormat::OciDir),
         )
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+        let e = crate::error::chain(&e);
         assert_eq!(e, "export nope:1: image nope:1 is not in the store");
         assert!("zip".parse::<ExportFormat>().is_err());
         assert_eq!(
@@ -520,9 +518,8 @@ mod tests {
         fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
         fs::write(&p, &bytes).unwrap();
         let out = t.path().join("x.tar");
-        let e = export(&store, "demo:v1", &out, &opts(ExportFormat::OciArchive))
-            .unwrap_err()
-            .to_string();
+        let e = export(&store, "demo:v1", &out, &opts(ExportFormat::OciArchive)).unwrap_err();
+        let e = crate::error::chain(&e);
         assert!(e.contains("damaged"), "{e}");
         assert!(!out.exists());
         let hidden = fs::read_dir(t.path())

@@ -15,7 +15,7 @@ impl BlobSink for Store {
     fn put_blob(&self, r: &mut dyn Read, expected: &Digest) -> io::Result<u64> {
         Store::put_blob(self, r, Some(expected))
             .map(|(_, n)| n)
-            .map_err(io::Error::other)
+            .map_err(|e| io::Error::other(crate::error::chain(&e)))
     }
 
     /// Broken downloads resume from here (kept across runs until gc).

@@ -32,15 +32,15 @@ use crate::sandbox::idmap::MappingSource;
 pub enum UnpackedError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("unpacking {image}: {source}")]
+    #[error("unpacking {image}")]
     Unpack { image: String, source: UnpackError },
-    #[error("unpacking {image}: layer {index}: {source}")]
+    #[error("unpacking {image}: layer {index}")]
     Layer {
         image: String,
         index: usize,
         source: std::io::Error,
     },
-    #[error("unpacking {image}: {path}: {source}")]
+    #[error("unpacking {image}: {path}")]
     Io {
         image: String,
         path: PathBuf,

@@ -74,8 +74,9 @@ pub fn quoted<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
 pub enum LoadError {
     #[error("{}: not a run folder (no plan.toml, trials/, results.jsonl or trial.json)", quote_path(.0))]
     NotARun(PathBuf),
-    #[error("{}: {}", quote_path(.path), why(.source))]
-    Open { path: PathBuf, source: DirError },
+    /// The message rewords the cause (see [`why`]), so it is no source.
+    #[error("{}: {}", quote_path(.path), why(.err))]
+    Open { path: PathBuf, err: DirError },
 }
 
 /// How a folder was read.
@@ -215,9 +216,9 @@ struct Folder {
 }
 
 fn read_folder(path: &Path) -> Result<Folder, LoadError> {
-    let dir = Dir::open(path).map_err(|source| LoadError::Open {
+    let dir = Dir::open(path).map_err(|err| LoadError::Open {
         path: path.to_owned(),
-        source,
+        err,
     })?;
     let has = |name: &str| matches!(dir.entry(name), Ok(Some(_)));
     let mut f = Folder {

@@ -202,7 +202,7 @@ fn with_claim(
         provenance: Some(prov),
     };
     let (_, rec) = trial::run_trial_with(case, &out, opts, host, ctx, &mut hooks)
-        .map_err(|e| WorkerError::Folder(e.to_string()))?;
+        .map_err(|e| WorkerError::Folder(crate::error::chain(&e)))?;
     if !claim.still_mine() {
         // Broken as stale by another host while this one was slow: the
         // trial folder is now the other worker's business.

@@ -36,7 +36,7 @@ use nix::sys::statvfs::{statvfs, FsFlags};
 use crate::host::cgroup::{CgroupHost, CGROUP_ROOT};
 
 #[derive(Debug, thiserror::Error)]
-#[error("setting up a private cgroup view ({step}): {source}")]
+#[error("setting up a private cgroup view ({step})")]
 pub struct ShimError {
     step: &'static str,
     source: io::Error,

@@ -23,7 +23,7 @@ const BASE_DIRS: &[&str] = &["proc", "dev", "sys", "tmp"];
 pub enum RootfsError {
     #[error("--rootfs {0}: no such directory")]
     Missing(PathBuf),
-    #[error("--rootfs {dir}: mount point {point} is missing and cannot be created: {source}")]
+    #[error("--rootfs {dir}: mount point {point} is missing and cannot be created")]
     MountPoint {
         dir: PathBuf,
         point: String,
@@ -31,7 +31,7 @@ pub enum RootfsError {
     },
     #[error("--bind {src}: source does not exist")]
     BindSource { src: PathBuf },
-    #[error("rootfs scaffold {path}: {source}")]
+    #[error("rootfs scaffold {path}")]
     Scaffold { path: PathBuf, source: io::Error },
     #[error("image rootfs {path}: {why}")]
     Image { path: PathBuf, why: String },

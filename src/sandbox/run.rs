@@ -46,7 +46,7 @@ pub enum RunError {
     Shim(#[from] super::cgroupfs_shim::ShimError),
     #[error("--require-limits: {0}")]
     LimitsRequired(String),
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}")]
     File {
         what: &'static str,
         path: PathBuf,

@@ -24,7 +24,7 @@ pub use super::gc::{gc, gc_scaffolds, gc_with, GcReport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("state directory {path}: {source}")]
+    #[error("state directory {path}")]
     Io { path: PathBuf, source: io::Error },
     #[error("state directory {0} is not owned by the current user; refusing to use it")]
     NotOwned(PathBuf),

@@ -274,7 +274,7 @@ fn judge_in(
         .filter_map(|b| serde_json::to_value(b).ok()?.as_str().map(str::to_owned))
         .collect();
     let hook_binds = guard::prepare_judge(&hooks, &case.denylist.import_ban, &bans)
-        .map_err(|e| infra("judge hooks", &e))?;
+        .map_err(|e| infra("judge hooks", &crate::error::Chain(&e)))?;
 
     let mut cfg = phase::base_config(
         argv,
@@ -333,7 +333,10 @@ fn judge_in(
     let outcome = run::run_with(&cfg, host, channel.hooks()).map_err(|e| {
         let code = e.exit_code();
         // A missing interpreter inside is the environment's fault too.
-        Failure(format!("judge sandbox: {e} (exit {code})"), true)
+        Failure(
+            format!("judge sandbox: {} (exit {code})", crate::error::Chain(&e)),
+            true,
+        )
     })?;
     // cbrun's own copies of the write ends go, so the pipe reaches EOF.
     cfg.pass_fds.clear();

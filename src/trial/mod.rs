@@ -36,7 +36,7 @@ pub struct TrialOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrialError {
-    #[error("--out {path}: {source}")]
+    #[error("--out {path}")]
     OutDir {
         path: PathBuf,
         source: std::io::Error,

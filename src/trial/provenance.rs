@@ -39,7 +39,7 @@ pub struct Provenance {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProvenanceError {
-    #[error("{0}")]
+    #[error(transparent)]
     Dir(#[from] DirError),
     #[error("{path}: {what}")]
     Refused { path: String, what: String },

@@ -880,7 +880,7 @@ fn solve_config(
         &ecosystem,
         &case.denylist.install_ban,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| crate::error::chain(&e))?;
     for (src, dst) in shims.binds {
         cfg.binds.push(bind(src, &dst.to_string_lossy(), true));
     }
@@ -999,7 +999,7 @@ fn run_phase(
         watchdog,
         marker,
     };
-    let out = run::run_with(cfg, host, &mut hooks).map_err(|e| e.to_string());
+    let out = run::run_with(cfg, host, &mut hooks).map_err(|e| crate::error::chain(&e));
     drop(hooks.proxy.take());
     Ok((out?, hooks.marker.and_then(|m| m.seen)))
 }

@@ -184,8 +184,8 @@ fn overlay(
     };
     // The judge's sandbox is made from cbrun's private mount namespace;
     // the overlay has to be mounted there (entering it is done once).
-    let shim =
-        cgroupfs_shim::ensure(&host.cgroups).map_err(|e| unavailable("mount namespace", &e))?;
+    let shim = cgroupfs_shim::ensure(&host.cgroups)
+        .map_err(|e| unavailable("mount namespace", &crate::error::Chain(&e)))?;
     let root = open_root(workspace).map_err(NoOverlay::Refused)?;
     let st = fstat(root.as_fd()).map_err(|e| {
         NoOverlay::Refused(CopyError::Io {

@@ -18,6 +18,7 @@ mod attack_verdict;
 mod case_check;
 mod cli;
 mod doctor_userns;
+mod error_lines;
 mod image;
 mod image_build;
 mod imgkit;

@@ -75,7 +75,7 @@ pub enum BootstrapError {
     Busybox { path: PathBuf, msg: String },
     #[error("output {}: {msg}", path.display())]
     Output { path: PathBuf, msg: String },
-    #[error("{what} {}: {source}", path.display())]
+    #[error("{what} {}", path.display())]
     Io {
         what: &'static str,
         path: PathBuf,

@@ -94,7 +94,7 @@ pub(super) fn place_resource(
                 ..UnpackOptions::default()
             },
         )
-        .map_err(|e| rerr(format!("unpacking: {e}")))?;
+        .map_err(|e| rerr(format!("unpacking: {}", crate::error::Chain(&e))))?;
     } else {
         let name = r
             .url

@@ -143,7 +143,7 @@ pub enum ImportError {
     #[error("{src}: {msg}")]
     Input { src: String, msg: String },
     /// The store failed (disk, locking, a blob that does not match).
-    #[error("{src}: {source}")]
+    #[error("{src}")]
     Store { src: String, source: StoreError },
     /// The target name is not a valid `name[:tag]`.
     #[error(transparent)]

@@ -131,7 +131,7 @@ pub enum ErrorKind {
     Transport(String),
     #[error("{0}")]
     Auth(String),
-    #[error("{0}")]
+    #[error(transparent)]
     Digest(#[from] DigestError),
     #[error("{0}")]
     Manifest(String),
@@ -184,15 +184,9 @@ impl fmt::Display for PullError {
     }
 }
 
-impl std::error::Error for PullError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            ErrorKind::Sink(e) | ErrorKind::Io(e) => Some(e),
-            ErrorKind::Digest(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// No `source()`: the message already says the cause (the kind, I/O
+/// errors included), and a cause is said once.
+impl std::error::Error for PullError {}
 
 /// Pull `reference` into `sink`.
 pub fn pull(reference: &str, sink: &dyn BlobSink, opts: &PullOptions) -> Result<Pulled, PullError> {

@@ -57,7 +57,11 @@ impl Store {
                         }
                     }
                 }
-                Err(e) => report.warnings.push(format!("{}: {e}", rec.reference())),
+                Err(e) => report.warnings.push(format!(
+                    "{}: {}",
+                    rec.reference(),
+                    crate::error::Chain(&e)
+                )),
             }
         }
         let blobs = self.root.join("blobs/sha256");

@@ -43,7 +43,7 @@ pub const STALE_TMP_AGE: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{}: {op}: {source}", path.display())]
+    #[error("{}: {op}", path.display())]
     Io {
         path: PathBuf,
         op: &'static str,

@@ -356,7 +356,7 @@ impl Store {
                         + img.layers.iter().map(|l| l.size()).sum::<u64>();
                     info.created = img.config.created().clone();
                 }
-                Err(e) => info.error = Some(e.to_string()),
+                Err(e) => info.error = Some(crate::error::chain(&e)),
             }
             out.push(info);
         }

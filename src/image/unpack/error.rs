@@ -12,7 +12,7 @@ use super::META_MAX;
 pub enum UnpackError {
     #[error("layer entry {entry}: refused: {why}")]
     Unsafe { entry: String, why: String },
-    #[error("layer entry {entry}: {op}: {source}")]
+    #[error("layer entry {entry}: {op}")]
     Io {
         entry: String,
         op: &'static str,
@@ -27,32 +27,29 @@ pub enum UnpackError {
     TooManyEntries { entry: String, limit: u64 },
     #[error("layer tar truncated at {at}: {why}")]
     Truncated { at: String, why: String },
-    #[error("layer tar unreadable at {at}: {source}")]
+    #[error("layer tar unreadable at {at}")]
     Tar {
         at: String,
         #[source]
         source: io::Error,
     },
-    #[error("rootfs {path}: {source}")]
+    #[error("rootfs {path}")]
     Root {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    /// From `apply_layers`: which layer (1-based) failed.
-    #[error("layer {index}: {source}")]
-    Layer {
-        index: usize,
-        #[source]
-        source: Box<UnpackError>,
-    },
+    /// From `apply_layers`: which layer (1-based) failed. The message
+    /// holds the layer's whole error, causes included, so it is no source.
+    #[error("layer {index}: {}", crate::error::Chain(&**.err))]
+    Layer { index: usize, err: Box<UnpackError> },
 }
 
 impl UnpackError {
     /// The error itself, without `Layer` wrappers.
     pub fn innermost(&self) -> &UnpackError {
         match self {
-            UnpackError::Layer { source, .. } => source.innermost(),
+            UnpackError::Layer { err, .. } => err.innermost(),
             e => e,
         }
     }

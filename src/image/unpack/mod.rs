@@ -158,7 +158,7 @@ pub fn apply_layers(
     for (i, layer) in layers.into_iter().enumerate() {
         unpacker.apply(layer).map_err(|e| UnpackError::Layer {
             index: i + 1,
-            source: Box::new(e),
+            err: Box::new(e),
         })?;
     }
     Ok(unpacker.report)

@@ -73,7 +73,7 @@ pub fn render(r: &Report, format: Format, only: Option<Section>) -> Result<Strin
 
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
-    #[error("serialising the report: {0}")]
+    #[error("serialising the report")]
     Json(#[from] serde_json::Error),
     #[error("drawing a chart: {0}")]
     Chart(String),

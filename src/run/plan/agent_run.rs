@@ -186,7 +186,7 @@ pub fn load_ca(entries: &[CaEntry]) -> Result<Option<CaBundle>, FieldError> {
 pub fn pin_pricing(path: &Path, base: &Path) -> Result<PinnedFile, String> {
     let abs = absolute(path, base);
     let abs = std::fs::canonicalize(&abs).map_err(|e| format!("{}: {e}", abs.display()))?;
-    PriceTable::load(&abs).map_err(|e| e.to_string())?;
+    PriceTable::load(&abs).map_err(|e| crate::error::chain(&e))?;
     let bytes = std::fs::read(&abs).map_err(|e| format!("{}: {e}", abs.display()))?;
     Ok(PinnedFile {
         path: abs,
@@ -203,7 +203,7 @@ pub fn load_pricing(p: &PinnedFile) -> Result<PriceTable, String> {
             p.path.display()
         ));
     }
-    PriceTable::load(&p.path).map_err(|e| e.to_string())
+    PriceTable::load(&p.path).map_err(|e| crate::error::chain(&e))
 }
 
 #[cfg(test)]

@@ -173,9 +173,9 @@ pub struct Root {
 
 /// An image from the default store, unpacked if needed; the error as text.
 pub(super) fn open_image(name: &str, host: &HostView) -> Result<ImageUse, String> {
-    let store = Store::open(Store::default_root().map_err(|e| e.to_string())?)
-        .map_err(|e| e.to_string())?;
-    use_image(&store, name, &host.mapping, None).map_err(|e| e.to_string())
+    let store = Store::open(Store::default_root().map_err(|e| crate::error::chain(&e))?)
+        .map_err(|e| crate::error::chain(&e))?;
+    use_image(&store, name, &host.mapping, None).map_err(|e| crate::error::chain(&e))
 }
 
 pub(super) fn positive_secs(v: f64) -> Option<std::time::Duration> {

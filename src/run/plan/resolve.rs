@@ -91,7 +91,7 @@ pub fn resolve(
     }
     let mut cases: Vec<(Case, CaseEntry)> = Vec::new();
     for path in &req.cases {
-        let case = crate::case::load(path).map_err(|e| err(e.to_string()))?;
+        let case = crate::case::load(path).map_err(|e| err(crate::error::chain(&e)))?;
         if let Some((_, other)) = cases.iter().find(|(c, _)| c.id == case.id) {
             return Err(err(format!(
                 "{origin}: cases: {} and {} are both case {}",
@@ -100,7 +100,7 @@ pub fn resolve(
                 case.id
             )));
         }
-        let prov = provenance::of_case(&case.dir).map_err(|e| err(e.to_string()))?;
+        let prov = provenance::of_case(&case.dir).map_err(|e| err(crate::error::chain(&e)))?;
         let entry = CaseEntry {
             id: case.id.as_str().to_owned(),
             path: case.dir.clone(),
@@ -393,10 +393,10 @@ mod tests {
                     .replace("MODEL", &self.0.join("model.toml").display().to_string())
             );
             std::fs::write(&f, text).unwrap();
-            let req = super::super::PlanFile::load(&f).map_err(|e| e.to_string())?;
+            let req = super::super::PlanFile::load(&f).map_err(|e| crate::error::chain(&e))?;
             resolve(&req, &HostView::detect())
                 .map(|(p, _)| p)
-                .map_err(|e| e.to_string())
+                .map_err(|e| crate::error::chain(&e))
         }
     }
 
