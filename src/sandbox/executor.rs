@@ -7,6 +7,11 @@
 //! feature, and it leaves `lo` down; both are done here. The spec keeps
 //! CAP_NET_ADMIN, CAP_SETPCAP and CAP_SETFCAP only so these steps can run;
 //! they are gone before the command starts.
+//!
+//! This runs in the sandbox's child process, which either execs or exits:
+//! there is no caller to return a warning or an error to, so its failures
+//! are printed (`eprintln!`) on the sandbox's stderr, where the command's
+//! own would go.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;

@@ -184,7 +184,7 @@ pub trait RunHooks {
 pub struct NoHooks;
 impl RunHooks for NoHooks {}
 
-/// Whether this process has not printed `warning` yet: a trial or a
+/// Whether this process has not said `warning` yet: a trial or a
 /// validation runs many sandboxes on one host, whose limits warnings are
 /// all the same (the outcomes still hold each one).
 fn first_time(warning: &str) -> bool {
@@ -291,7 +291,7 @@ pub fn run_with(
         .map(|r| r.existing(&rd.id).exists())
         .unwrap_or(false);
     if cgroup_left {
-        eprintln!("cbrun: warning: the sandbox's cgroup is still there; `cbrun gc` will remove it");
+        crate::notice::warning("the sandbox's cgroup is still there; `cbrun gc` will remove it");
     } else {
         let _ = rd.remove();
     }
@@ -530,7 +530,7 @@ fn run_in(
         }
     }
     for w in warnings.iter().filter(|w| first_time(w)) {
-        eprintln!("cbrun: warning: {w}");
+        crate::notice::warning(w);
     }
 
     watch
@@ -668,7 +668,7 @@ impl Drop for CgroupGuard<'_> {
             }
             cg.kill_all();
             if let Err(e) = cg.remove(r) {
-                eprintln!("cbrun: warning: {e}");
+                crate::notice::warning(e);
             }
         }
     }
@@ -948,9 +948,9 @@ fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
 /// `CBRUN_TIMING=1` prints phase times to stderr (for profiling start-up).
 fn phase(name: &str, t0: Instant) {
     if std::env::var_os("CBRUN_TIMING").is_some() {
-        eprintln!(
-            "cbrun: timing: {name}: {:.2} ms",
+        crate::notice::timing(format_args!(
+            "timing: {name}: {:.2} ms",
             t0.elapsed().as_secs_f64() * 1e3
-        );
+        ));
     }
 }

@@ -157,6 +157,9 @@ pub fn start(init: Pid, policy: &EgressPolicy, log: &Path) -> Result<ProxyChild,
     }
 }
 
+/// The proxy process's `main`: a fork of cbrun that never returns to it,
+/// so it prints its own failures on the stderr it inherited (cbrun's) and
+/// exits 1; cbrun sees the exit when it reaps the proxy.
 fn child_main(
     listener: TcpListener,
     forwards: Vec<(TcpListener, SocketAddr)>,

@@ -456,7 +456,10 @@ fn sparse_files_stay_sparse_in_replay_and_judge_copies() {
 fn sparse_in_judge(report: &Value) {
     if report["workspace_view"] == "overlay" {
         assert!(report["workspace_copy"].is_null(), "{report}");
-        assert!(report["workspace_scan"]["files"].as_u64().unwrap() >= 2, "{report}");
+        assert!(
+            report["workspace_scan"]["files"].as_u64().unwrap() >= 2,
+            "{report}"
+        );
         return;
     }
     let copy = &report["workspace_copy"];
