@@ -7,7 +7,6 @@
 //!   "root" inside a sandbox is never host root.
 
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -335,20 +334,15 @@ fn find_helper(name: &str, cap: u32, notes: &mut Vec<String>) -> Option<PathBuf>
 
 /// Does the `security.capability` xattr of `path` grant `cap` as permitted?
 fn file_caps_permit(path: &Path, cap: u32) -> bool {
-    let Ok(cpath) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
     // vfs_cap_data v2/v3: magic_etc, then {permitted, inheritable} x2, then rootid (v3).
     let mut buf = [0u8; 24];
-    // SAFETY: both strings are NUL-terminated and `buf` is writable for its length.
-    let n = unsafe {
-        libc::getxattr(
-            cpath.as_ptr(),
-            c"security.capability".as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
+    let n = crate::sys::xattr::get(
+        path,
+        "security.capability",
+        &mut buf,
+        crate::sys::xattr::Follow::Yes,
+    )
+    .map_or(-1, |n| n as isize);
     if n < 8 {
         return false;
     }

@@ -24,7 +24,7 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::Duration;
@@ -189,8 +189,7 @@ fn collect_run(
             return;
         }
     };
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(owner.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    if crate::sys::fd::flock(owner.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_err() {
         report.live_runs += 1;
         return;
     }
@@ -521,11 +520,11 @@ mod tests {
 
     impl Drop for NsInit {
         fn drop(&mut self) {
-            // SAFETY: our own child and its child.
-            unsafe {
-                libc::kill(self.init, libc::SIGKILL);
-                libc::waitpid(self.child, std::ptr::null_mut(), 0);
-            }
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.init),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.child), None);
         }
     }
 

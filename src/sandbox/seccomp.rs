@@ -569,15 +569,10 @@ impl SeccompProgram {
     /// Meant to run between fork and execve: it performs no allocation and
     /// only calls `prctl` and `seccomp`; errors carry a raw errno.
     pub fn install(&self) -> Result<(), SeccompError> {
-        // SAFETY: PR_GET_NO_NEW_PRIVS takes no pointer arguments.
-        let nnp = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
-        if nnp < 0 {
-            return Err(SeccompError::NoNewPrivsQuery {
-                errno: last_errno(),
-            });
-        }
-        if nnp != 1 {
-            return Err(SeccompError::NoNewPrivsNotSet);
+        match nix::sys::prctl::get_no_new_privs() {
+            Err(e) => return Err(SeccompError::NoNewPrivsQuery { errno: e as i32 }),
+            Ok(false) => return Err(SeccompError::NoNewPrivsNotSet),
+            Ok(true) => {}
         }
         if self.filters.is_empty() {
             return Err(SeccompError::Empty);
@@ -610,24 +605,9 @@ impl SeccompProgram {
     }
 }
 
-/// One `seccomp(SECCOMP_SET_MODE_FILTER)` call for `filter[..len]`;
-/// returns the syscall's result (0, or -1 with errno set).
+/// See [`crate::sys::seccomp::install_filter`].
 pub(crate) fn install_raw(filter: &[libc::sock_filter], len: u16) -> libc::c_long {
-    let prog = libc::sock_fprog {
-        len,
-        // The kernel copies the program and never writes through it.
-        filter: filter.as_ptr().cast_mut(),
-    };
-    // SAFETY: `prog` points at a live, correctly sized instruction array for
-    // the duration of the call; the kernel copies it.
-    unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0 as libc::c_uint,
-            &prog as *const libc::sock_fprog,
-        )
-    }
+    crate::sys::seccomp::install_filter(filter, len)
 }
 
 fn last_errno() -> i32 {
@@ -880,9 +860,7 @@ mod tests {
     fn install_requires_no_new_privs_flag_check_only() {
         // Must not install in the test process: only exercise the error path
         // when no_new_privs is unset (cargo test does not set it).
-        // SAFETY: query only.
-        let nnp = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
-        if nnp == 0 {
+        if nix::sys::prctl::get_no_new_privs() == Ok(false) {
             let p = SeccompProgram::default_profile().unwrap();
             assert!(matches!(p.install(), Err(SeccompError::NoNewPrivsNotSet)));
         }

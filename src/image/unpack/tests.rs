@@ -974,17 +974,9 @@ fn ownership_preserve_mode_shifts_ids() {
 }
 
 fn get_xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
-    let cp = CString::new(p.as_os_str().as_bytes()).unwrap();
-    let cn = CString::new(name).unwrap();
     let mut buf = vec![0u8; 256];
-    // SAFETY: NUL-terminated strings and `buf`, valid for writes of its
-    // length, which lgetxattr never exceeds.
-    let n =
-        unsafe { libc::lgetxattr(cp.as_ptr(), cn.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        return None;
-    }
-    buf.truncate(n as usize);
+    let n = crate::sys::xattr::get(p, name, &mut buf, crate::sys::xattr::Follow::No).ok()?;
+    buf.truncate(n);
     Some(buf)
 }
 
@@ -995,9 +987,7 @@ fn xattrs_by_namespace() {
     // Does this filesystem take user xattrs at all?
     let probe = s.0.join("probe");
     fs::write(&probe, "").unwrap();
-    let cp = CString::new(probe.as_os_str().as_bytes()).unwrap();
-    // SAFETY: NUL-terminated strings and a one-byte value, only read.
-    if unsafe { libc::setxattr(cp.as_ptr(), c"user.t".as_ptr(), b"1".as_ptr().cast(), 1, 0) } != 0 {
+    if crate::sys::xattr::set(&probe, "user.t", b"1").is_err() {
         eprintln!("skipped: no user xattrs on {}", s.0.display());
         return;
     }

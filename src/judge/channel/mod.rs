@@ -24,7 +24,7 @@ pub mod records;
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -196,11 +196,11 @@ impl Drain {
 }
 
 impl RunHooks for Drain {
-    fn watch_fds(&self) -> Vec<RawFd> {
+    fn watch_fds(&self) -> Vec<BorrowedFd<'_>> {
         if self.eof {
             Vec::new()
         } else {
-            vec![self.file.as_raw_fd()]
+            vec![self.file.as_fd()]
         }
     }
 
