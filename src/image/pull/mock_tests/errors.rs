@@ -205,7 +205,7 @@ fn untrusted_certificates_are_refused_and_not_retried() {
         .into_iter()
         .find(|p| Path::new(p).is_file())
     else {
-        println!("note: skipping: openssl is needed to make a test certificate");
+        crate::testing::missing("openssl (to make a test certificate)");
         return;
     };
     use ureq::rustls;

@@ -312,7 +312,7 @@ fn ownership_caller_mode_counts_ids() {
 #[test]
 fn ownership_preserve_mode_shifts_ids() {
     if !is_root() {
-        eprintln!("skipped: needs root");
+        crate::testing::missing("root (preserving ownership)");
         return;
     }
     let s = Scratch::new("preserve");
@@ -372,7 +372,7 @@ fn xattrs_by_namespace() {
     let probe = s.0.join("probe");
     fs::write(&probe, "").unwrap();
     if crate::sys::xattr::set(&probe, "user.t", b"1").is_err() {
-        eprintln!("skipped: no user xattrs on {}", s.0.display());
+        crate::testing::missing(&format!("user xattrs on {}", s.0.display()));
         return;
     }
     let l = L::new()
