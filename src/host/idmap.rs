@@ -152,10 +152,10 @@ pub fn parse_subids(content: &str, name: Option<&str>, uid: u32) -> Vec<(u32, u3
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .filter_map(|l| {
-            let mut f = l.split(':');
-            let owner = f.next()?;
-            let start: u32 = f.next()?.trim().parse().ok()?;
-            let count: u32 = f.next()?.trim().parse().ok()?;
+            let mut fields = l.split(':');
+            let owner = fields.next()?;
+            let start: u32 = fields.next()?.trim().parse().ok()?;
+            let count: u32 = fields.next()?.trim().parse().ok()?;
             let mine = owner == uid_str || name == Some(owner);
             (mine && count > 0 && start.checked_add(count - 1).is_some()).then_some((start, count))
         })
@@ -168,10 +168,10 @@ pub fn parse_subids(content: &str, name: Option<&str>, uid: u32) -> Vec<(u32, u3
 fn user_name(uid: u32, need_nss: bool) -> Option<String> {
     let from_file = fs::read_to_string("/etc/passwd").ok().and_then(|t| {
         t.lines().find_map(|l| {
-            let mut f = l.split(':');
-            let name = f.next()?;
-            let _pw = f.next()?;
-            (f.next()?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
+            let mut fields = l.split(':');
+            let name = fields.next()?;
+            let _pw = fields.next()?;
+            (fields.next()?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
         })
     });
     if from_file.is_some() || !need_nss {
@@ -251,10 +251,10 @@ fn covered_by_map(map: &str, start: u32, len: u32) -> bool {
     let spans: Vec<(u64, u64)> = map
         .lines()
         .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let inside: u64 = f.next()?.parse().ok()?;
-            let _outside = f.next()?;
-            let count: u64 = f.next()?.parse().ok()?;
+            let mut fields = l.split_whitespace();
+            let inside: u64 = fields.next()?.parse().ok()?;
+            let _outside = fields.next()?;
+            let count: u64 = fields.next()?.parse().ok()?;
             Some((inside, inside + count))
         })
         .collect();
@@ -270,19 +270,19 @@ fn covered_by_map(map: &str, start: u32, len: u32) -> bool {
 
 fn subid_entries(content: &str) -> impl Iterator<Item = (String, u32, u32)> + '_ {
     content.lines().filter_map(|l| {
-        let mut f = l.trim().split(':');
-        let owner = f.next()?.to_owned();
-        let start = f.next()?.trim().parse().ok()?;
-        let count = f.next()?.trim().parse().ok()?;
+        let mut fields = l.trim().split(':');
+        let owner = fields.next()?.to_owned();
+        let start = fields.next()?.trim().parse().ok()?;
+        let count = fields.next()?.trim().parse().ok()?;
         Some((owner, start, count))
     })
 }
 
 fn passwd_ids(passwd: &str) -> impl Iterator<Item = (String, u32)> + '_ {
     passwd.lines().filter_map(|l| {
-        let mut f = l.split(':');
-        let name = f.next()?.to_owned();
-        let id = f.nth(1)?.parse().ok()?;
+        let mut fields = l.split(':');
+        let name = fields.next()?.to_owned();
+        let id = fields.nth(1)?.parse().ok()?;
         Some((name, id))
     })
 }
@@ -336,14 +336,14 @@ fn find_helper(name: &str, cap: u32, notes: &mut Vec<String>) -> Option<PathBuf>
 fn file_caps_permit(path: &Path, cap: u32) -> bool {
     // vfs_cap_data v2/v3: magic_etc, then {permitted, inheritable} x2, then rootid (v3).
     let mut buf = [0u8; 24];
-    let n = crate::sys::xattr::get(
+    let len = crate::sys::xattr::get(
         path,
         "security.capability",
         &mut buf,
         crate::sys::xattr::Follow::Yes,
     )
-    .map_or(-1, |n| n as isize);
-    if n < 8 {
+    .unwrap_or(0);
+    if len < 8 {
         return false;
     }
     let word = |i: usize| u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);

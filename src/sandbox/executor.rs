@@ -141,9 +141,13 @@ impl SandboxExecutor {
 }
 
 fn args_env(spec: &Spec) -> (Vec<String>, Vec<String>) {
-    let p = spec.process().as_ref();
-    let args = p.and_then(|p| p.args().clone()).unwrap_or_default();
-    let env = p.and_then(|p| p.env().clone()).unwrap_or_default();
+    let process = spec.process().as_ref();
+    let args = process
+        .and_then(|process| process.args().clone())
+        .unwrap_or_default();
+    let env = process
+        .and_then(|process| process.env().clone())
+        .unwrap_or_default();
     (args, env)
 }
 

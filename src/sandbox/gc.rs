@@ -230,18 +230,18 @@ fn collect_run(
 /// The owner file, without following a planted symlink or blocking on a
 /// planted FIFO; it must be a regular file of ours.
 fn open_owner(p: &Path) -> io::Result<File> {
-    let f = fs::OpenOptions::new()
+    let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(p)?;
-    let m = f.metadata()?;
+    let meta = file.metadata()?;
     let me = nix::unistd::geteuid().as_raw();
-    if !m.is_file() || m.uid() != me {
+    if !meta.is_file() || meta.uid() != me {
         return Err(io::Error::other(format!(
             "not a regular file owned by uid {me}"
         )));
     }
-    Ok(f)
+    Ok(file)
 }
 
 fn read_record(owner: &File) -> Result<OwnerRecord, String> {

@@ -308,11 +308,11 @@ struct Watch<'a> {
 }
 
 fn stop_sigset() -> SigSet {
-    let mut s = SigSet::empty();
-    s.add(Signal::SIGINT);
-    s.add(Signal::SIGTERM);
-    s.add(Signal::SIGHUP);
-    s
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGHUP);
+    set
 }
 
 fn run_in(
@@ -605,11 +605,11 @@ fn run_in(
         peak_memory_bytes: usage.as_ref().and_then(|u| u.peak_memory_bytes),
         isolation: Isolation {
             namespaces: {
-                let mut v = vec!["user", "mount", "pid", "ipc", "uts", "cgroup"];
+                let mut namespaces = vec!["user", "mount", "pid", "ipc", "uts", "cgroup"];
                 if cfg.network == NetworkPolicy::None {
-                    v.push("net");
+                    namespaces.push("net");
                 }
-                v
+                namespaces
             },
             network: cfg.network,
             loopback_up: cfg.network == NetworkPolicy::None,
@@ -646,12 +646,12 @@ impl Drop for InitGuard {
 /// The controllers a sandbox's cgroup needs: memory (its limit, the peak
 /// and OOM kills are read from it) and pids (its process list is what gets
 /// killed) always, cpu only for a CPU limit.
-fn cgroup_controllers(l: &super::config::Limits) -> Vec<&'static str> {
-    let mut v = vec!["memory", "pids"];
-    if l.cpus.is_some() {
-        v.push("cpu");
+fn cgroup_controllers(limits: &super::config::Limits) -> Vec<&'static str> {
+    let mut controllers = vec!["memory", "pids"];
+    if limits.cpus.is_some() {
+        controllers.push("cpu");
     }
-    v
+    controllers
 }
 
 /// Empties and removes the sandbox's cgroup when dropped, on every path.

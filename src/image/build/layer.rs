@@ -134,12 +134,12 @@ pub(super) fn commit_layer(
         path: upper.to_path_buf(),
         source: io::Error::other(e),
     })?;
-    let d = store.commit_image(
+    let digest = store.commit_image(
         reference,
         &manifest_bytes,
         &format!("build {}", plan.origin),
     )?;
-    Ok((d, layer_size, entries, whiteouts))
+    Ok((digest, layer_size, entries, whiteouts))
 }
 
 /// overlayfs marks: a whiteout is a 0/0 character device (or, with

@@ -121,16 +121,17 @@ impl Channel {
     pub fn finish(mut self, grace: Duration) -> ChannelReport {
         self.pass.clear();
         let closed = self.drain.read_to_eof(grace);
-        let mut r = read_channel(
+        let mut report = read_channel(
             &self.drain.buf,
             self.drain.overflowed,
             &Keys::new(&self.keys),
         );
         if !closed {
-            r.tampered
+            report
+                .tampered
                 .push("the result channel was still open after the sandbox ended".into());
         }
-        r
+        report
     }
 }
 
