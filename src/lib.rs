@@ -12,6 +12,7 @@ pub mod host;
 pub mod image;
 pub mod judge;
 pub mod net;
+pub mod notice;
 pub mod report;
 pub mod run;
 pub mod sandbox;

@@ -105,6 +105,14 @@ pub fn warning(msg: impl Display) {
     line(format_args!("warning: {msg}"));
 }
 
+/// What the library says while it works (see [`cbrun::notice`]).
+pub fn notice(n: cbrun::notice::Notice<'_>) {
+    match n {
+        cbrun::notice::Notice::Warning(w) => warning(w),
+        cbrun::notice::Notice::Timing(t) => status(t),
+    }
+}
+
 /// `cbrun: MSG`: what a command is doing or did (`pulled ...`, `build: ...`).
 pub fn status(msg: impl Display) {
     line(msg);

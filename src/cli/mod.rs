@@ -122,6 +122,7 @@ fn command() -> clap::Command {
 
 pub fn main() -> ExitCode {
     let started = Instant::now();
+    cbrun::notice::set_sink(messages::notice);
     let status = run(std::env::args_os().collect());
     timing("main", started);
     status.into()

@@ -7,7 +7,6 @@
 //!   "root" inside a sandbox is never host root.
 
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -153,10 +152,10 @@ pub fn parse_subids(content: &str, name: Option<&str>, uid: u32) -> Vec<(u32, u3
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .filter_map(|l| {
-            let mut f = l.split(':');
-            let owner = f.next()?;
-            let start: u32 = f.next()?.trim().parse().ok()?;
-            let count: u32 = f.next()?.trim().parse().ok()?;
+            let mut fields = l.split(':');
+            let owner = fields.next()?;
+            let start: u32 = fields.next()?.trim().parse().ok()?;
+            let count: u32 = fields.next()?.trim().parse().ok()?;
             let mine = owner == uid_str || name == Some(owner);
             (mine && count > 0 && start.checked_add(count - 1).is_some()).then_some((start, count))
         })
@@ -169,10 +168,10 @@ pub fn parse_subids(content: &str, name: Option<&str>, uid: u32) -> Vec<(u32, u3
 fn user_name(uid: u32, need_nss: bool) -> Option<String> {
     let from_file = fs::read_to_string("/etc/passwd").ok().and_then(|t| {
         t.lines().find_map(|l| {
-            let mut f = l.split(':');
-            let name = f.next()?;
-            let _pw = f.next()?;
-            (f.next()?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
+            let mut fields = l.split(':');
+            let name = fields.next()?;
+            let _pw = fields.next()?;
+            (fields.next()?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
         })
     });
     if from_file.is_some() || !need_nss {
@@ -252,10 +251,10 @@ fn covered_by_map(map: &str, start: u32, len: u32) -> bool {
     let spans: Vec<(u64, u64)> = map
         .lines()
         .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let inside: u64 = f.next()?.parse().ok()?;
-            let _outside = f.next()?;
-            let count: u64 = f.next()?.parse().ok()?;
+            let mut fields = l.split_whitespace();
+            let inside: u64 = fields.next()?.parse().ok()?;
+            let _outside = fields.next()?;
+            let count: u64 = fields.next()?.parse().ok()?;
             Some((inside, inside + count))
         })
         .collect();
@@ -271,19 +270,19 @@ fn covered_by_map(map: &str, start: u32, len: u32) -> bool {
 
 fn subid_entries(content: &str) -> impl Iterator<Item = (String, u32, u32)> + '_ {
     content.lines().filter_map(|l| {
-        let mut f = l.trim().split(':');
-        let owner = f.next()?.to_owned();
-        let start = f.next()?.trim().parse().ok()?;
-        let count = f.next()?.trim().parse().ok()?;
+        let mut fields = l.trim().split(':');
+        let owner = fields.next()?.to_owned();
+        let start = fields.next()?.trim().parse().ok()?;
+        let count = fields.next()?.trim().parse().ok()?;
         Some((owner, start, count))
     })
 }
 
 fn passwd_ids(passwd: &str) -> impl Iterator<Item = (String, u32)> + '_ {
     passwd.lines().filter_map(|l| {
-        let mut f = l.split(':');
-        let name = f.next()?.to_owned();
-        let id = f.nth(1)?.parse().ok()?;
+        let mut fields = l.split(':');
+        let name = fields.next()?.to_owned();
+        let id = fields.nth(1)?.parse().ok()?;
         Some((name, id))
     })
 }
@@ -335,21 +334,16 @@ fn find_helper(name: &str, cap: u32, notes: &mut Vec<String>) -> Option<PathBuf>
 
 /// Does the `security.capability` xattr of `path` grant `cap` as permitted?
 fn file_caps_permit(path: &Path, cap: u32) -> bool {
-    let Ok(cpath) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
     // vfs_cap_data v2/v3: magic_etc, then {permitted, inheritable} x2, then rootid (v3).
     let mut buf = [0u8; 24];
-    // SAFETY: both strings are NUL-terminated and `buf` is writable for its length.
-    let n = unsafe {
-        libc::getxattr(
-            cpath.as_ptr(),
-            c"security.capability".as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 8 {
+    let len = crate::sys::xattr::get(
+        path,
+        "security.capability",
+        &mut buf,
+        crate::sys::xattr::Follow::Yes,
+    )
+    .unwrap_or(0);
+    if len < 8 {
         return false;
     }
     let word = |i: usize| u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);

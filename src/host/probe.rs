@@ -6,7 +6,6 @@
 
 use std::fs;
 use std::io::Read;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -66,8 +65,7 @@ where
             };
             let bytes = msg.as_bytes();
             let _ = nix::unistd::write(&wr, &bytes[..bytes.len().min(MAX_REASON)]);
-            // SAFETY: ends the child without running any of the parent's cleanup.
-            unsafe { libc::_exit(code) }
+            crate::sys::proc::exit_child(code)
         }
         Ok(ForkResult::Parent { child }) => {
             drop(wr);
@@ -271,9 +269,8 @@ pub fn seccomp_filters() -> Result<(), String> {
 }
 
 fn seccomp_child() -> Result<(), String> {
-    // SAFETY: plain prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(format!("prctl(PR_SET_NO_NEW_PRIVS): {}", Errno::last()));
+    if let Err(e) = nix::sys::prctl::set_no_new_privs() {
+        return Err(format!("prctl(PR_SET_NO_NEW_PRIVS): {e}"));
     }
     let filter = [libc::sock_filter {
         code: (libc::BPF_RET | libc::BPF_K) as u16,
@@ -339,24 +336,15 @@ pub fn network_namespace() -> Result<(), String> {
 
 /// `ip link set lo up` via SIOCSIFFLAGS.
 fn loopback_up() -> Result<(), String> {
-    let sock = std::net::UdpSocket::bind("0.0.0.0:0").map_err(|e| format!("socket: {e}"))?;
-    // SAFETY: ifreq is plain old data; all-zero is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
-    }
-    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write `req`, which is a
-    // valid, live ifreq; ifru_flags is the union member those requests use.
-    unsafe {
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) != 0 {
-            return Err(format!("SIOCGIFFLAGS lo: {}", Errno::last()));
+    use crate::sys::net::IfStep;
+    crate::sys::net::loopback_up_steps(libc::IFF_UP as libc::c_short).map_err(|(step, e)| {
+        let e = Errno::from_raw(e.raw_os_error().unwrap_or(0));
+        match step {
+            IfStep::Socket => format!("socket: {}", std::io::Error::from(e)),
+            IfStep::GetFlags => format!("SIOCGIFFLAGS lo: {e}"),
+            IfStep::SetFlags => format!("bring lo up: {e}"),
         }
-        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req) != 0 {
-            return Err(format!("bring lo up: {}", Errno::last()));
-        }
-    }
-    Ok(())
+    })
 }
 
 /// Can a new cgroup namespace be created (inside a user namespace unless

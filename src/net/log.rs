@@ -83,7 +83,10 @@ impl ConnLog {
 
     /// Appends one record. The proxy keeps serving if the log cannot be
     /// written (a full disk should not cut the agent off), so failures are
-    /// reported once on stderr rather than returned.
+    /// reported once on stderr rather than returned: the log is written in
+    /// the egress proxy's own process (`trial::egress`), a fork of cbrun
+    /// that serves until it is told to stop and whose stderr, inherited
+    /// from cbrun, is its only way to tell the user.
     pub fn record(&self, rec: &ConnRecord) {
         if let Err(e) = self.try_record(rec) {
             if !self.warned.swap(true, Ordering::Relaxed) {

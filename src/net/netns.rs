@@ -15,9 +15,8 @@
 
 use std::fs::File;
 use std::io;
-use std::mem::MaybeUninit;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::thread;
@@ -99,18 +98,17 @@ pub fn listen_in_userns_netns(
             let mut msg = [0u8; 5];
             msg[0] = step;
             msg[1..].copy_from_slice(&errno.to_le_bytes());
-            let code = if send_with_fd(child_end.as_raw_fd(), &msg, fd).is_ok() {
+            let code = if crate::sys::fdpass::send_with_fd(child_end.as_raw_fd(), &msg, fd).is_ok()
+            {
                 0
             } else {
                 1
             };
-            // SAFETY: leaves the forked child without running the parent's
-            // destructors or atexit handlers.
-            unsafe { libc::_exit(code) }
+            crate::sys::proc::exit_child(code)
         }
         ForkResult::Parent { child } => {
             drop(child_end);
-            let got = recv_with_fd(parent_end.as_raw_fd());
+            let got = crate::sys::fdpass::recv_with_fd(parent_end.as_raw_fd());
             // Reap the helper so it does not linger as a zombie.
             while let Err(Errno::EINTR) = waitpid(child, None) {}
             let (msg, fd) = got?;
@@ -150,122 +148,12 @@ fn child_bind(
     (STEP_BIND, TcpListener::bind(addr))
 }
 
-/// Room for one `SCM_RIGHTS` message carrying one descriptor, aligned for
-/// `cmsghdr`.
-#[repr(C)]
-union CmsgBuf {
-    _align: libc::cmsghdr,
-    buf: [u8; 64],
-}
-
-/// Sends `msg`, plus `fd` as `SCM_RIGHTS` if given, without allocating
-/// (this runs in a forked child of a possibly multithreaded process).
-fn send_with_fd(sock: RawFd, msg: &[u8], fd: Option<RawFd>) -> io::Result<()> {
-    let mut iov = libc::iovec {
-        iov_base: msg.as_ptr() as *mut libc::c_void,
-        iov_len: msg.len(),
-    };
-    let mut cbuf = CmsgBuf { buf: [0u8; 64] };
-    // SAFETY: zeroed msghdr is a valid empty header; fields are set below.
-    let mut hdr: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    if let Some(fd) = fd {
-        let fd_len = std::mem::size_of::<RawFd>() as u32;
-        // SAFETY: CMSG_SPACE/CMSG_LEN are pure size computations; the buffer
-        // is 64 bytes, more than CMSG_SPACE(4) on every Linux ABI, and
-        // aligned for cmsghdr by the union.
-        unsafe {
-            hdr.msg_control = cbuf.buf.as_mut_ptr().cast();
-            hdr.msg_controllen = libc::CMSG_SPACE(fd_len) as _;
-            let cmsg = libc::CMSG_FIRSTHDR(&hdr);
-            (*cmsg).cmsg_level = libc::SOL_SOCKET;
-            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(fd_len) as _;
-            std::ptr::copy_nonoverlapping(
-                (&fd as *const RawFd).cast::<u8>(),
-                libc::CMSG_DATA(cmsg),
-                fd_len as usize,
-            );
-        }
-    }
-    loop {
-        // SAFETY: hdr points at live buffers for the duration of the call.
-        let n = unsafe { libc::sendmsg(sock, &hdr, libc::MSG_NOSIGNAL) };
-        if n >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-/// Receives the 5-byte answer and at most one descriptor.
-fn recv_with_fd(sock: RawFd) -> io::Result<([u8; 5], Option<OwnedFd>)> {
-    let mut msg = [0u8; 5];
-    let mut iov = libc::iovec {
-        iov_base: msg.as_mut_ptr().cast(),
-        iov_len: msg.len(),
-    };
-    let mut cbuf = CmsgBuf { buf: [0u8; 64] };
-    // SAFETY: zeroed msghdr is a valid empty header; fields are set below.
-    let mut hdr: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    // SAFETY: the union's buffer is plain bytes.
-    hdr.msg_control = unsafe { cbuf.buf.as_mut_ptr().cast() };
-    hdr.msg_controllen = 64;
-    let n = loop {
-        // SAFETY: hdr points at live buffers; MSG_CMSG_CLOEXEC keeps the
-        // received descriptor out of later exec'd children.
-        let n = unsafe { libc::recvmsg(sock, &mut hdr, libc::MSG_CMSG_CLOEXEC) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
-    let mut fd = None;
-    // SAFETY: walks the control messages the kernel wrote into cbuf.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&hdr);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let mut raw: RawFd = -1;
-                std::ptr::copy_nonoverlapping(
-                    libc::CMSG_DATA(cmsg),
-                    (&mut raw as *mut RawFd).cast::<u8>(),
-                    std::mem::size_of::<RawFd>(),
-                );
-                if raw >= 0 {
-                    fd = Some(OwnedFd::from_raw_fd(raw));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&hdr, cmsg);
-        }
-    }
-    if n < msg.len() && fd.is_none() {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "namespace helper exited without an answer",
-        ));
-    }
-    if hdr.msg_flags & libc::MSG_CTRUNC != 0 && fd.is_none() {
-        return Err(Errno::EMSGSIZE.into());
-    }
-    Ok((msg, fd))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::{Ipv4Addr, TcpStream};
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, OwnedFd};
     use std::path::PathBuf;
     use std::sync::atomic::AtomicBool;
     use std::sync::{mpsc, Arc};
@@ -289,26 +177,7 @@ mod tests {
     /// Brings `lo` up in the calling thread's network namespace, as the
     /// sandbox does for its own.
     fn bring_lo_up() -> io::Result<()> {
-        // SAFETY: plain socket + ioctl on a zeroed, NUL-terminated ifreq.
-        unsafe {
-            let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-            if s < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let s = OwnedFd::from_raw_fd(s);
-            let mut ifr: libc::ifreq = MaybeUninit::zeroed().assume_init();
-            for (i, b) in b"lo".iter().enumerate() {
-                ifr.ifr_name[i] = *b as libc::c_char;
-            }
-            if libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-            if libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        Ok(())
+        crate::sys::net::loopback_up(libc::IFF_UP as libc::c_short)
     }
 
     /// A fresh network namespace with `lo` up, kept alive by the returned
@@ -426,13 +295,12 @@ mod tests {
         let drop_to_uid = || -> bool {
             let g = Gid::from_raw(UID);
             let u = Uid::from_raw(UID);
-            // SAFETY: setgroups/setres*id/prctl are plain syscalls.
-            (unsafe { libc::setgroups(0, std::ptr::null()) } == 0)
+            nix::unistd::setgroups(&[]).is_ok()
                 && nix::unistd::setresgid(g, g, g).is_ok()
                 && nix::unistd::setresuid(u, u, u).is_ok()
                 // Changing uid clears "dumpable", which would hide our
                 // /proc/PID/ns from the other (same-uid) process.
-                && unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1) } == 0
+                && nix::sys::prctl::set_dumpable(true).is_ok()
         };
 
         // The "sandbox": new user+net namespaces owned by UID.
@@ -449,9 +317,7 @@ mod tests {
                 let _ = nix::unistd::write(&ready_w, if ok { b"1" } else { b"0" });
                 let mut b = [0u8; 1];
                 let _ = nix::unistd::read(hold_r.as_raw_fd(), &mut b);
-                // SAFETY: leaves the forked child at once, without running
-                // the test harness's destructors or atexit handlers.
-                unsafe { libc::_exit(0) }
+                crate::sys::proc::exit_child(0)
             }
             ForkResult::Parent { child } => child,
         };
@@ -499,22 +365,24 @@ mod tests {
                         if let Ok(l) =
                             listen_in_userns_netns(&up, &np, (Ipv4Addr::LOCALHOST, 0).into())
                         {
-                            if send_with_fd(theirs.as_raw_fd(), b"okok!", Some(l.as_raw_fd()))
-                                .is_ok()
+                            if crate::sys::fdpass::send_with_fd(
+                                theirs.as_raw_fd(),
+                                b"okok!",
+                                Some(l.as_raw_fd()),
+                            )
+                            .is_ok()
                             {
                                 code = 0;
                             }
                         }
                     }
                 }
-                // SAFETY: as for the first child: leave without unwinding
-                // into the test harness.
-                unsafe { libc::_exit(code) }
+                crate::sys::proc::exit_child(code)
             }
             ForkResult::Parent { child } => child,
         };
         drop(theirs);
-        let got = recv_with_fd(ours.as_raw_fd());
+        let got = crate::sys::fdpass::recv_with_fd(ours.as_raw_fd());
         let code = exit_code(owner);
         let ns = File::open(&net_path).unwrap();
         assert_eq!(

@@ -25,7 +25,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -274,41 +274,11 @@ fn fill_cpuset(dir: &Path) -> Result<(), ShimError> {
 /// cgroup2 mount at `tree` in its place. False (and nothing changed, or
 /// only the detach done) when the kernel lacks the new mount API.
 fn replace_with_clone(tree: &Path) -> bool {
-    let (Ok(c), Ok(target)) = (
-        std::ffi::CString::new(tree.as_os_str().as_encoded_bytes()),
-        std::ffi::CString::new(CGROUP_ROOT),
-    ) else {
+    let Ok(fd) = crate::sys::mount::clone_tree_at(tree) else {
         return false;
     };
-    // SAFETY: plain syscalls on a NUL-terminated path; the fd is owned below.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return false;
-    }
-    // SAFETY: open_tree returned a new descriptor that nothing else owns.
-    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
     // One detach of the whole subtree: one RCU grace period, not one per
     // hierarchy.
     let _ = umount2(CGROUP_ROOT, MntFlags::MNT_DETACH);
-    // SAFETY: `fd` is the detached tree open_tree just gave us, owned above
-    // and alive for the call; the empty path and `target` are
-    // NUL-terminated strings the kernel only reads.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            libc::MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    };
-    r == 0
+    crate::sys::mount::attach_at(fd.as_fd(), Path::new(CGROUP_ROOT)).is_ok()
 }

@@ -7,6 +7,11 @@
 //! feature, and it leaves `lo` down; both are done here. The spec keeps
 //! CAP_NET_ADMIN, CAP_SETPCAP and CAP_SETFCAP only so these steps can run;
 //! they are gone before the command starts.
+//!
+//! This runs in the sandbox's child process, which either execs or exits:
+//! there is no caller to return a warning or an error to, so its failures
+//! are printed (`eprintln!`) on the sandbox's stderr, where the command's
+//! own would go.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -47,9 +52,7 @@ impl Executor for SandboxExecutor {
         // Die with cbrun. Set here, after libcontainer's setuid (which would
         // clear it) and while cbrun is certainly alive: it is blocked
         // waiting for this process to report ready.
-        // SAFETY: prctl with plain integer arguments; it changes only this
-        // process's parent-death signal.
-        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+        if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err() {
             return Err(ExecutorValidationError::ArgValidationError(
                 "cannot set the parent-death signal".into(),
             ));
@@ -57,9 +60,7 @@ impl Executor for SandboxExecutor {
         // Let cbrun (same ids outside) open /proc/<init>/ns/* while the
         // sandbox waits to start: the egress proxy listens inside its netns.
         // The command's execve makes it dumpable anyway.
-        // SAFETY: prctl with plain integer arguments; only this process's
-        // dumpable flag changes.
-        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
+        if nix::sys::prctl::set_dumpable(true).is_err() {
             return Err(ExecutorValidationError::ArgValidationError(
                 "cannot make the sandbox's init dumpable".into(),
             ));
@@ -100,9 +101,7 @@ impl SandboxExecutor {
         }
         drop_capabilities(&self.keep_caps)
             .map_err(|e| ExecutorError::Other(format!("dropping capabilities: {e}")))?;
-        // SAFETY: prctl with plain integer arguments; a query, nothing
-        // changes.
-        if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } != 1 {
+        if nix::sys::prctl::get_no_new_privs() != Ok(true) {
             return Err(ExecutorError::Other("no_new_privs is not set".into()));
         }
         let path = match resolve(&args[0], &env) {
@@ -142,9 +141,13 @@ impl SandboxExecutor {
 }
 
 fn args_env(spec: &Spec) -> (Vec<String>, Vec<String>) {
-    let p = spec.process().as_ref();
-    let args = p.and_then(|p| p.args().clone()).unwrap_or_default();
-    let env = p.and_then(|p| p.env().clone()).unwrap_or_default();
+    let process = spec.process().as_ref();
+    let args = process
+        .and_then(|process| process.args().clone())
+        .unwrap_or_default();
+    let env = process
+        .and_then(|process| process.env().clone())
+        .unwrap_or_default();
     (args, env)
 }
 
@@ -190,11 +193,7 @@ fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
     // libcontainer made this process non-dumpable, which leaves its /proc
     // files owned by host root and the maps unwritable. execve resets it
     // anyway.
-    // SAFETY: prctl with plain integer arguments; only this process's
-    // dumpable flag changes.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    nix::sys::prctl::set_dumpable(true)?;
     std::fs::write("/proc/self/setgroups", "deny")?;
     std::fs::write("/proc/self/uid_map", format!("{uid} 0 1"))?;
     std::fs::write("/proc/self/gid_map", format!("{gid} 0 1"))?;
@@ -203,32 +202,7 @@ fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
 
 /// `ip link set lo up`, with one ioctl pair.
 fn loopback_up() -> std::io::Result<()> {
-    // SAFETY: the socket is ours, used only in this block and closed once at
-    // its end; `req` is a zeroed ifreq (plain integers and arrays, so zero
-    // is valid) whose NUL-terminated name fits ifr_name; SIOCGIFFLAGS writes
-    // and SIOCSIFFLAGS reads only that struct, and ifru_flags is the union
-    // member both use.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let mut req: libc::ifreq = std::mem::zeroed();
-        for (i, b) in b"lo\0".iter().enumerate() {
-            req.ifr_name[i] = *b as libc::c_char;
-        }
-        let mut r = libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req);
-        if r == 0 {
-            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            r = libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req);
-        }
-        let err = std::io::Error::last_os_error();
-        libc::close(fd);
-        if r != 0 {
-            return Err(err);
-        }
-    }
-    Ok(())
+    crate::sys::net::loopback_up((libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short)
 }
 
 /// Empty all five capability sets but for `keep`, which stays in the

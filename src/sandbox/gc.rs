@@ -24,7 +24,7 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read, Seek};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::Duration;
@@ -229,8 +229,7 @@ fn collect_run(
 
 /// Takes the owner file's lock if nobody holds it.
 fn locked(owner: &File) -> bool {
-    // SAFETY: flock on a descriptor we own.
-    unsafe { libc::flock(owner.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    crate::sys::fd::flock(owner.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_ok()
 }
 
 /// libcontainer's set-up processes (named `youki:[1:INTER]` and
@@ -288,18 +287,18 @@ fn reap_abandoned_setup(owner_path: &Path, owner: &File, report: &mut GcReport) 
 /// The owner file, without following a planted symlink or blocking on a
 /// planted FIFO; it must be a regular file of ours.
 fn open_owner(p: &Path) -> io::Result<File> {
-    let f = fs::OpenOptions::new()
+    let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(p)?;
-    let m = f.metadata()?;
+    let meta = file.metadata()?;
     let me = nix::unistd::geteuid().as_raw();
-    if !m.is_file() || m.uid() != me {
+    if !meta.is_file() || meta.uid() != me {
         return Err(io::Error::other(format!(
             "not a regular file owned by uid {me}"
         )));
     }
-    Ok(f)
+    Ok(file)
 }
 
 fn read_record(owner: &File) -> Result<OwnerRecord, String> {
@@ -578,11 +577,11 @@ mod tests {
 
     impl Drop for NsInit {
         fn drop(&mut self) {
-            // SAFETY: our own child and its child.
-            unsafe {
-                libc::kill(self.init, libc::SIGKILL);
-                libc::waitpid(self.child, std::ptr::null_mut(), 0);
-            }
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.init),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.child), None);
         }
     }
 

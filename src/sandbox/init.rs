@@ -16,6 +16,9 @@
 //! descriptors (`pidfd_getfd`): those need CAP_SYS_PTRACE over the host's
 //! user namespace once the process is not dumpable. The command gets an
 //! ordinary dumpable process back at its execve.
+//!
+//! It prints its own failures (`eprintln!`) on the sandbox's stderr: it is a
+//! process of its own inside the sandbox, with no caller to return them to.
 
 use std::ffi::CString;
 

@@ -5,7 +5,7 @@
 //! signalfd, so an interrupt at any point still leads to the same teardown.
 
 use std::fs::{self, File, OpenOptions};
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -173,7 +173,7 @@ pub trait RunHooks {
     /// Descriptors to watch while the sandbox runs: read ends of pipes whose
     /// write ends the sandbox holds. Asked again after every wake-up, so a
     /// hook drops a descriptor once it has seen its end.
-    fn watch_fds(&self) -> Vec<std::os::fd::RawFd> {
+    fn watch_fds(&self) -> Vec<BorrowedFd<'_>> {
         Vec::new()
     }
     /// One of [`RunHooks::watch_fds`] is readable or closed at its far end.
@@ -184,7 +184,7 @@ pub trait RunHooks {
 pub struct NoHooks;
 impl RunHooks for NoHooks {}
 
-/// Whether this process has not printed `warning` yet: a trial or a
+/// Whether this process has not said `warning` yet: a trial or a
 /// validation runs many sandboxes on one host, whose limits warnings are
 /// all the same (the outcomes still hold each one).
 fn first_time(warning: &str) -> bool {
@@ -291,7 +291,7 @@ pub fn run_with(
         .map(|r| r.existing(&rd.id).exists())
         .unwrap_or(false);
     if cgroup_left {
-        eprintln!("cbrun: warning: the sandbox's cgroup is still there; `cbrun gc` will remove it");
+        crate::notice::warning("the sandbox's cgroup is still there; `cbrun gc` will remove it");
     } else {
         let _ = rd.remove();
     }
@@ -308,11 +308,11 @@ struct Watch<'a> {
 }
 
 fn stop_sigset() -> SigSet {
-    let mut s = SigSet::empty();
-    s.add(Signal::SIGINT);
-    s.add(Signal::SIGTERM);
-    s.add(Signal::SIGHUP);
-    s
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGHUP);
+    set
 }
 
 fn run_in(
@@ -396,8 +396,11 @@ fn run_in(
         SeccompMode::Default => Some(Arc::new(SeccompProgram::default_profile()?)),
         SeccompMode::Off => None,
     };
-    let nofile = clamp_rlimit(libc::RLIMIT_NOFILE, cfg.limits.nofile);
-    let nproc = clamp_rlimit(libc::RLIMIT_NPROC, cfg.limits.nproc);
+    let nofile = clamp_rlimit(
+        nix::sys::resource::Resource::RLIMIT_NOFILE,
+        cfg.limits.nofile,
+    );
+    let nproc = clamp_rlimit(nix::sys::resource::Resource::RLIMIT_NPROC, cfg.limits.nproc);
     if nofile < cfg.limits.nofile {
         warnings.push(format!(
             "nofile rlimit lowered to {nofile} (cbrun's own hard limit)"
@@ -530,7 +533,7 @@ fn run_in(
         }
     }
     for w in warnings.iter().filter(|w| first_time(w)) {
-        eprintln!("cbrun: warning: {w}");
+        crate::notice::warning(w);
     }
 
     watch
@@ -602,11 +605,11 @@ fn run_in(
         peak_memory_bytes: usage.as_ref().and_then(|u| u.peak_memory_bytes),
         isolation: Isolation {
             namespaces: {
-                let mut v = vec!["user", "mount", "pid", "ipc", "uts", "cgroup"];
+                let mut namespaces = vec!["user", "mount", "pid", "ipc", "uts", "cgroup"];
                 if cfg.network == NetworkPolicy::None {
-                    v.push("net");
+                    namespaces.push("net");
                 }
-                v
+                namespaces
             },
             network: cfg.network,
             loopback_up: cfg.network == NetworkPolicy::None,
@@ -643,12 +646,12 @@ impl Drop for InitGuard {
 /// The controllers a sandbox's cgroup needs: memory (its limit, the peak
 /// and OOM kills are read from it) and pids (its process list is what gets
 /// killed) always, cpu only for a CPU limit.
-fn cgroup_controllers(l: &super::config::Limits) -> Vec<&'static str> {
-    let mut v = vec!["memory", "pids"];
-    if l.cpus.is_some() {
-        v.push("cpu");
+fn cgroup_controllers(limits: &super::config::Limits) -> Vec<&'static str> {
+    let mut controllers = vec!["memory", "pids"];
+    if limits.cpus.is_some() {
+        controllers.push("cpu");
     }
-    v
+    controllers
 }
 
 /// Empties and removes the sandbox's cgroup when dropped, on every path.
@@ -668,7 +671,7 @@ impl Drop for CgroupGuard<'_> {
             }
             cg.kill_all();
             if let Err(e) = cg.remove(r) {
-                eprintln!("cbrun: warning: {e}");
+                crate::notice::warning(e);
             }
         }
     }
@@ -687,25 +690,10 @@ impl Drop for ShimFiles<'_> {
     }
 }
 
-/// setrlimit's resource type: glibc's enum, musl's int.
-#[cfg(target_env = "musl")]
-type RlimitResource = libc::c_int;
-#[cfg(not(target_env = "musl"))]
-type RlimitResource = libc::__rlimit_resource_t;
-
-fn clamp_rlimit(res: RlimitResource, want: u64) -> u64 {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `cur` is a valid rlimit for getrlimit to write into.
-    if unsafe { libc::getrlimit(res, &mut cur) } != 0 {
-        return want;
-    }
-    if cur.rlim_max == libc::RLIM_INFINITY {
-        want
-    } else {
-        want.min(cur.rlim_max)
+fn clamp_rlimit(res: nix::sys::resource::Resource, want: u64) -> u64 {
+    match nix::sys::resource::getrlimit(res) {
+        Ok((_, max)) if max != libc::RLIM_INFINITY => want.min(max),
+        _ => want,
     }
 }
 
@@ -791,7 +779,7 @@ fn wait_for(
     pidns: Option<u64>,
     hooks: &mut dyn RunHooks,
 ) -> Waited {
-    let pidfd = pidfd_open(init);
+    let pidfd = crate::sys::proc::PidFd::open(init.as_raw()).ok();
     let deadline = cfg.timeout.map(|t| Instant::now() + t);
     let watch = hooks.watch_interval();
     let mut next_watch = watch.map(|w| Instant::now() + w);
@@ -816,19 +804,9 @@ fn wait_for(
             None => PollTimeout::NONE,
         };
         let extra = hooks.watch_fds();
-        // SAFETY: the hook owns these descriptors and keeps them open for
-        // as long as it lists them; they are borrowed for this one poll.
-        let extra_fds: Vec<BorrowedFd> = extra
-            .iter()
-            .map(|fd| unsafe { BorrowedFd::borrow_raw(*fd) })
-            .collect();
         let mut fds: Vec<PollFd> = Vec::with_capacity(2 + extra.len());
         fds.push(PollFd::new(sfd.as_fd(), PollFlags::POLLIN));
-        fds.extend(
-            extra_fds
-                .iter()
-                .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
-        );
+        fds.extend(extra.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)));
         let timeout = match &pidfd {
             Some(pfd) => {
                 fds.push(PollFd::new(pfd.as_fd(), PollFlags::POLLIN));
@@ -842,9 +820,10 @@ fn wait_for(
             .iter()
             .zip(&fds[1..=extra.len()])
             .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
-            .map(|(fd, _)| *fd)
+            .map(|(fd, _)| fd.as_raw_fd())
             .collect();
         drop(fds);
+        drop(extra);
         for fd in ready {
             hooks.readable(fd);
         }
@@ -933,24 +912,12 @@ fn pidns_members(ns: u64) -> Vec<i32> {
         .collect()
 }
 
-fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes plain integers; an unknown pid is ESRCH.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
-    if fd < 0 {
-        None
-    } else {
-        // SAFETY: pidfd_open just returned this descriptor; nothing else
-        // owns it.
-        Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-    }
-}
-
 /// `CBRUN_TIMING=1` prints phase times to stderr (for profiling start-up).
 fn phase(name: &str, t0: Instant) {
     if std::env::var_os("CBRUN_TIMING").is_some() {
-        eprintln!(
-            "cbrun: timing: {name}: {:.2} ms",
+        crate::notice::timing(format_args!(
+            "timing: {name}: {:.2} ms",
             t0.elapsed().as_secs_f64() * 1e3
-        );
+        ));
     }
 }

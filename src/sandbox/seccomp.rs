@@ -352,7 +352,7 @@ fn ret_errno(errno: i32) -> u32 {
 
 /// Hand-built instructions placed before seccompiler's program.
 fn prologue(audit_arch: u32) -> Vec<libc::sock_filter> {
-    let mut p = vec![
+    let mut prog = vec![
         // A foreign arch (i386 via int 0x80 on x86_64, arm32 compat on
         // aarch64) has a different syscall table, so our numbers mean nothing
         // there: kill, exactly as seccompiler's own arch check does.
@@ -362,7 +362,7 @@ fn prologue(audit_arch: u32) -> Vec<libc::sock_filter> {
         stmt(BPF_LD_W_ABS, OFF_NR),
     ];
     #[cfg(target_arch = "x86_64")]
-    p.extend([
+    prog.extend([
         // Unsigned compare, so negative nr values land here too; nr == -1
         // is let through (the kernel answers ENOSYS; tracers use it to skip
         // a syscall).
@@ -374,11 +374,11 @@ fn prologue(audit_arch: u32) -> Vec<libc::sock_filter> {
     // namespace check used for clone is impossible. ENOSYS makes glibc and
     // other runtimes fall back to clone(), where the flags are checked.
     let clone3 = u32::try_from(libc::SYS_clone3).unwrap_or(u32::MAX);
-    p.extend([
+    prog.extend([
         jump(BPF_JMP_JEQ_K, clone3, 0, 1),
         stmt(BPF_RET_K, ret_errno(libc::ENOSYS)),
     ]);
-    p
+    prog
 }
 
 /// The syscalls denied whatever their arguments, as one compare each with a
@@ -388,17 +388,17 @@ fn prologue(audit_arch: u32) -> Vec<libc::sock_filter> {
 /// Expects the syscall number in the accumulator (the prologue leaves it
 /// there).
 fn deny_chain(deny: &[(&'static str, i64)]) -> Result<Vec<libc::sock_filter>, SeccompError> {
-    let n = deny.len();
-    let mut p = Vec::with_capacity(n + 2);
+    let count = deny.len();
+    let mut prog = Vec::with_capacity(count + 2);
     for (i, (name, nr)) in deny.iter().enumerate() {
         let nr = u32::try_from(*nr).map_err(|_| SeccompError::BadNumber { syscall: name })?;
-        // From compare i, the shared ret is n - i instructions ahead.
-        let to_ret = u8::try_from(n - i).map_err(|_| SeccompError::DenyListTooLong(n))?;
-        p.push(jump(BPF_JMP_JEQ_K, nr, to_ret, 0));
+        // From compare i, the shared ret is count - i instructions ahead.
+        let to_ret = u8::try_from(count - i).map_err(|_| SeccompError::DenyListTooLong(count))?;
+        prog.push(jump(BPF_JMP_JEQ_K, nr, to_ret, 0));
     }
-    p.push(stmt(BPF_JMP_JA, 1));
-    p.push(stmt(BPF_RET_K, ret_errno(libc::EPERM)));
-    Ok(p)
+    prog.push(stmt(BPF_JMP_JA, 1));
+    prog.push(stmt(BPF_RET_K, ret_errno(libc::EPERM)));
+    Ok(prog)
 }
 
 /// `socket` and `socketpair` with an allowed family return ALLOW at once
@@ -409,11 +409,11 @@ fn socket_block() -> Result<Vec<libc::sock_filter>, SeccompError> {
     let nr = |name: &'static str, v: i64| {
         u32::try_from(v).map_err(|_| SeccompError::BadNumber { syscall: name })
     };
-    let n = SOCKET_FAMILIES.len();
+    let families = SOCKET_FAMILIES.len();
     // Instructions after the two syscall compares: the load, one compare
     // per family, two returns.
-    let rest = u8::try_from(n + 3).map_err(|_| SeccompError::DenyListTooLong(n))?;
-    let mut p = vec![
+    let rest = u8::try_from(families + 3).map_err(|_| SeccompError::DenyListTooLong(families))?;
+    let mut prog = vec![
         jump(BPF_JMP_JEQ_K, nr("socket", libc::SYS_socket)?, 1, 0),
         jump(
             BPF_JMP_JEQ_K,
@@ -424,13 +424,14 @@ fn socket_block() -> Result<Vec<libc::sock_filter>, SeccompError> {
         stmt(BPF_LD_W_ABS, OFF_ARG0_LO),
     ];
     for (i, (_, family)) in SOCKET_FAMILIES.iter().enumerate() {
-        // From compare i, the ALLOW is n - i instructions ahead.
-        let to_allow = u8::try_from(n - i).map_err(|_| SeccompError::DenyListTooLong(n))?;
-        p.push(jump(BPF_JMP_JEQ_K, *family, to_allow, 0));
+        // From compare i, the ALLOW is families - i instructions ahead.
+        let to_allow =
+            u8::try_from(families - i).map_err(|_| SeccompError::DenyListTooLong(families))?;
+        prog.push(jump(BPF_JMP_JEQ_K, *family, to_allow, 0));
     }
-    p.push(stmt(BPF_RET_K, ret_errno(libc::EAFNOSUPPORT)));
-    p.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
-    Ok(p)
+    prog.push(stmt(BPF_RET_K, ret_errno(libc::EAFNOSUPPORT)));
+    prog.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
+    Ok(prog)
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -569,15 +570,10 @@ impl SeccompProgram {
     /// Meant to run between fork and execve: it performs no allocation and
     /// only calls `prctl` and `seccomp`; errors carry a raw errno.
     pub fn install(&self) -> Result<(), SeccompError> {
-        // SAFETY: PR_GET_NO_NEW_PRIVS takes no pointer arguments.
-        let nnp = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
-        if nnp < 0 {
-            return Err(SeccompError::NoNewPrivsQuery {
-                errno: last_errno(),
-            });
-        }
-        if nnp != 1 {
-            return Err(SeccompError::NoNewPrivsNotSet);
+        match nix::sys::prctl::get_no_new_privs() {
+            Err(e) => return Err(SeccompError::NoNewPrivsQuery { errno: e as i32 }),
+            Ok(false) => return Err(SeccompError::NoNewPrivsNotSet),
+            Ok(true) => {}
         }
         if self.filters.is_empty() {
             return Err(SeccompError::Empty);
@@ -610,24 +606,9 @@ impl SeccompProgram {
     }
 }
 
-/// One `seccomp(SECCOMP_SET_MODE_FILTER)` call for `filter[..len]`;
-/// returns the syscall's result (0, or -1 with errno set).
+/// See [`crate::sys::seccomp::install_filter`].
 pub(crate) fn install_raw(filter: &[libc::sock_filter], len: u16) -> libc::c_long {
-    let prog = libc::sock_fprog {
-        len,
-        // The kernel copies the program and never writes through it.
-        filter: filter.as_ptr().cast_mut(),
-    };
-    // SAFETY: `prog` points at a live, correctly sized instruction array for
-    // the duration of the call; the kernel copies it.
-    unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0 as libc::c_uint,
-            &prog as *const libc::sock_fprog,
-        )
-    }
+    crate::sys::seccomp::install_filter(filter, len)
 }
 
 fn last_errno() -> i32 {
@@ -654,25 +635,25 @@ mod tests {
         let mut acc: u32 = 0;
         let mut pc = 0usize;
         loop {
-            let i = prog[pc];
+            let insn = prog[pc];
             pc += 1;
-            match i.code {
+            match insn.code {
                 0x20 => {
-                    let o = i.k as usize;
-                    acc = u32::from_ne_bytes(data[o..o + 4].try_into().unwrap());
+                    let offset = insn.k as usize;
+                    acc = u32::from_ne_bytes(data[offset..offset + 4].try_into().unwrap());
                 }
-                0x54 => acc &= i.k,         // ALU AND K
-                0x05 => pc += i.k as usize, // JA
+                0x54 => acc &= insn.k,         // ALU AND K
+                0x05 => pc += insn.k as usize, // JA
                 0x15 | 0x25 | 0x35 | 0x45 => {
-                    let taken = match i.code {
-                        0x15 => acc == i.k,
-                        0x25 => acc > i.k,
-                        0x35 => acc >= i.k,
-                        _ => acc & i.k != 0,
+                    let taken = match insn.code {
+                        0x15 => acc == insn.k,
+                        0x25 => acc > insn.k,
+                        0x35 => acc >= insn.k,
+                        _ => acc & insn.k != 0,
                     };
-                    pc += if taken { i.jt } else { i.jf } as usize;
+                    pc += if taken { insn.jt } else { insn.jf } as usize;
                 }
-                0x06 => return i.k,
+                0x06 => return insn.k,
                 other => panic!("opcode {other:#x} not handled by test interpreter"),
             }
         }
@@ -880,9 +861,7 @@ mod tests {
     fn install_requires_no_new_privs_flag_check_only() {
         // Must not install in the test process: only exercise the error path
         // when no_new_privs is unset (cargo test does not set it).
-        // SAFETY: query only.
-        let nnp = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
-        if nnp == 0 {
+        if nix::sys::prctl::get_no_new_privs() == Ok(false) {
             let p = SeccompProgram::default_profile().unwrap();
             assert!(matches!(p.install(), Err(SeccompError::NoNewPrivsNotSet)));
         }

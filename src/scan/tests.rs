@@ -230,9 +230,7 @@ fn shebang_scripts_without_extension() {
 fn fifo_with_source_extension_is_skipped() {
     let w = Scratch::new("fifo");
     let p = w.0.join("pipe.py");
-    let c = std::ffi::CString::new(p.to_string_lossy().as_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let r = scan_workspace(&w.0, &bans(&["semver"])).unwrap();
     assert_eq!(
         skipped(&r),
@@ -271,8 +269,7 @@ fn unreadable_file_is_an_error_not_a_pass() {
 }
 
 fn nix_is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    nix::unistd::geteuid().is_root()
 }
 
 #[test]
@@ -601,9 +598,7 @@ fn a_fifo_or_link_swapped_in_is_never_read() {
     // O_NONBLOCK: a FIFO named like source never hangs the scan.
     let w = Scratch::new("fifo-nohang");
     let p = w.0.join("pipe.js");
-    let c = std::ffi::CString::new(p.to_string_lossy().as_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let t = std::time::Instant::now();
     let r = scan_workspace(&w.0, &bans(&["semver"])).unwrap();
     assert!(t.elapsed() < std::time::Duration::from_secs(2));

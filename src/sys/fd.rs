@@ -81,6 +81,14 @@ fn close_range(first: u32, last: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// `flock(fd, op)` (`LOCK_EX` or `LOCK_SH`, with `LOCK_NB` not to wait);
+/// EWOULDBLOCK when `LOCK_NB` meets another holder.
+pub fn flock(fd: std::os::fd::BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor the caller keeps open for the call.
+    cvt(unsafe { libc::flock(fd.as_raw_fd(), op) }).map(drop)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,9 +2,11 @@
 //! layer (`open_tree`, `mount_setattr`, `move_mount`), and a user namespace
 //! that only carries id maps for one.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use super::fd::cvt;
 
@@ -51,6 +53,41 @@ pub fn clone_tree(dir: BorrowedFd) -> io::Result<OwnedFd> {
     })?;
     // SAFETY: a fresh descriptor nobody else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// A detached copy of the mount at `path` (that one mount), by path.
+pub fn clone_tree_at(path: &Path) -> io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: `c` is a NUL-terminated path the kernel only reads; on
+    // success it returns a new descriptor that we own.
+    let fd = cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+        )
+    })?;
+    // SAFETY: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Attaches the detached mount `mnt` on the path `target`.
+pub fn attach_at(mnt: BorrowedFd, target: &Path) -> io::Result<()> {
+    let c = CString::new(target.as_os_str().as_bytes())?;
+    // SAFETY: `mnt` is open for the call; the empty path and `c` are
+    // NUL-terminated strings the kernel only reads.
+    cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            mnt.as_raw_fd(),
+            EMPTY.as_ptr(),
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })
+    .map(drop)
 }
 
 /// Makes the detached mount `mnt` read-only, nosuid, nodev and idmapped

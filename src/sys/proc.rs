@@ -248,6 +248,13 @@ pub fn drop_to(uid: u32, gid: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// `_exit(code)`: ends a forked child at once, without running the
+/// parent's destructors, atexit handlers or stdio flushes (async-signal-safe).
+pub fn exit_child(code: i32) -> ! {
+    // SAFETY: _exit has no preconditions and does not return.
+    unsafe { libc::_exit(code) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

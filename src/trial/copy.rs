@@ -668,29 +668,23 @@ mod tests {
     }
 
     fn is_root() -> bool {
-        // SAFETY: geteuid has no preconditions.
-        unsafe { libc::geteuid() == 0 }
+        nix::unistd::geteuid().is_root()
     }
 
     fn mkfifo(p: &Path) {
-        let c = cpath(p.as_os_str()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
     }
 
     fn set_times(p: &Path, sec: i64, nsec: i64) {
-        let c = cpath(p.as_os_str()).unwrap();
-        let t = [ts(sec as _, nsec), ts(sec as _, nsec)];
-        // SAFETY: a valid path and two initialised timespecs, only read.
-        let r = unsafe {
-            libc::utimensat(
-                libc::AT_FDCWD,
-                c.as_ptr(),
-                t.as_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        };
-        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        let t = nix::sys::time::TimeSpec::new(sec as _, nsec as _);
+        nix::sys::stat::utimensat(
+            None,
+            p,
+            &t,
+            &t,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        )
+        .unwrap();
     }
 
     fn mode(p: &Path) -> u32 {

@@ -141,9 +141,7 @@ pub fn start(init: Pid, policy: &EgressPolicy, log: &Path) -> Result<ProxyChild,
                 .with_resolver(resolver)
                 .with_index(Index::new(upstreams, IndexLimits::default()));
             let code = child_main(listener, fwd_listeners, proxy, log, stop_r);
-            // SAFETY: leaves the forked child without running cbrun's
-            // destructors or atexit handlers, which belong to the parent.
-            unsafe { libc::_exit(code) }
+            crate::sys::proc::exit_child(code)
         }
         ForkResult::Parent { child } => {
             drop(stop_r);
@@ -157,6 +155,9 @@ pub fn start(init: Pid, policy: &EgressPolicy, log: &Path) -> Result<ProxyChild,
     }
 }
 
+/// The proxy process's `main`: a fork of cbrun that never returns to it,
+/// so it prints its own failures on the stderr it inherited (cbrun's) and
+/// exits 1; cbrun sees the exit when it reaps the proxy.
 fn child_main(
     listener: TcpListener,
     forwards: Vec<(TcpListener, SocketAddr)>,
@@ -164,12 +165,8 @@ fn child_main(
     log: &Path,
     stop_r: OwnedFd,
 ) -> i32 {
-    // SAFETY: prctl with integer arguments and, for PR_SET_NAME, a
-    // NUL-terminated static string shorter than the 16 bytes it reads.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        libc::prctl(libc::PR_SET_NAME, c"cbrun-proxy".as_ptr());
-    }
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::prctl::set_name(c"cbrun-proxy");
     let log = match ConnLog::open(log) {
         Ok(l) => l,
         Err(e) => {

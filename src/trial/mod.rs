@@ -247,7 +247,7 @@ fn pipeline(s: &SolveReport, j: Option<&JudgeReport>) -> (PipelineStatus, Option
 
 fn save(dir: &TrialDir, rec: &TrialRecord) {
     if let Err(e) = rec.save(dir) {
-        eprintln!("cbrun: warning: writing {}: {e}", dir.record().display());
+        crate::notice::warning(format_args!("writing {}: {e}", dir.record().display()));
     }
 }
 

@@ -226,10 +226,11 @@ mod tests {
     fn special_files_are_refused() {
         let d = scratch("fifo");
         fs::create_dir_all(d.join("public")).unwrap();
-        let c = std::ffi::CString::new(d.join("public/pipe").into_os_string().into_encoded_bytes())
-            .unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        nix::unistd::mkfifo(
+            &d.join("public/pipe"),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
         let e = of_case(&d).unwrap_err();
         assert!(e.to_string().contains("public/pipe: is a FIFO"), "{e}");
         fs::remove_dir_all(&d).unwrap();

@@ -132,10 +132,11 @@ mod tests {
         fs::hard_link(dir.join("real"), dir.join("submit")).unwrap();
         assert!(!check(&d).is_submitted());
         fs::remove_file(dir.join("submit")).unwrap();
-        let c = std::ffi::CString::new(dir.join("submit").into_os_string().into_encoded_bytes())
-            .unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        nix::unistd::mkfifo(
+            &dir.join("submit"),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
         let t = std::time::Instant::now();
         assert_eq!(
             check(&d),

@@ -595,6 +595,11 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
             if e.contains("blocked install of semantic-version") {
                 eprintln!("{py}: local-project dependency refused");
             } else if e.contains("metadata") || e.contains("setuptools") {
+                // Not a CI failure: setuptools builds a local project's
+                // metadata offline only where `wheel` is installed, which
+                // depends on the interpreter (Debian's python3 has it with
+                // python3-wheel; a pyenv python3 on PATH may not). The
+                // refusals above ran for this interpreter anyway.
                 eprintln!("note: {py}: cannot build metadata offline, local-project check skipped");
             } else {
                 panic!("{py}: {e}");

@@ -27,7 +27,9 @@ fn have_busybox() -> bool {
     if Path::new(DEFAULT_BUSYBOX).exists() {
         true
     } else {
-        eprintln!("note: {DEFAULT_BUSYBOX} is missing (apt-get install busybox-static): skipped");
+        crate::testing::missing(&format!(
+            "{DEFAULT_BUSYBOX} (apt-get install busybox-static)"
+        ));
         false
     }
 }

@@ -134,12 +134,12 @@ pub(super) fn commit_layer(
         path: upper.to_path_buf(),
         source: io::Error::other(e),
     })?;
-    let d = store.commit_image(
+    let digest = store.commit_image(
         reference,
         &manifest_bytes,
         &format!("build {}", plan.origin),
     )?;
-    Ok((d, layer_size, entries, whiteouts))
+    Ok((digest, layer_size, entries, whiteouts))
 }
 
 /// overlayfs marks: a whiteout is a 0/0 character device (or, with
@@ -155,18 +155,8 @@ fn is_opaque(path: &Path) -> bool {
 }
 
 fn has_xattr(path: &Path, name: &str) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(p) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    let Ok(n) = std::ffi::CString::new(name) else {
-        return false;
-    };
     let mut buf = [0u8; 8];
-    // SAFETY: both strings are NUL-terminated and outlive the call; the
-    // kernel writes at most `buf.len()` bytes into `buf`.
-    let r = unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    r >= 0
+    crate::sys::xattr::get(path, name, &mut buf, crate::sys::xattr::Follow::No).is_ok()
 }
 
 fn diff_dir<W: Write>(

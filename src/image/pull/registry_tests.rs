@@ -235,7 +235,9 @@ fn skopeo_copy(skopeo: &Path, extra: &[&str], src: String, dst: String) {
 #[test]
 fn pull_from_docker_registry_pushed_with_skopeo() {
     let (Some(reg_bin), Some(skopeo)) = (tool(REGISTRY), tool("skopeo")) else {
-        println!("note: skipping: docker-registry and skopeo are needed (apt-get install -y docker-registry skopeo)");
+        crate::testing::missing(
+            "docker-registry and skopeo (apt-get install -y docker-registry skopeo)",
+        );
         return;
     };
     let reg = Registry::start(&reg_bin);

@@ -3,8 +3,7 @@
 //! sandbox needs what is not referenced yet.
 
 use std::fs::{File, OpenOptions};
-use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -60,11 +59,9 @@ fn flock(
         op |= libc::LOCK_NB;
     }
     loop {
-        // SAFETY: flock on a file descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+        let Err(e) = crate::sys::fd::flock(file.as_fd(), op) else {
             return Ok(Some(LockFile { _file: file }));
-        }
-        let e = io::Error::last_os_error();
+        };
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
             Some(libc::EWOULDBLOCK) if !wait => return Ok(None),

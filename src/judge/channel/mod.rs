@@ -24,7 +24,7 @@ pub mod records;
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -121,16 +121,17 @@ impl Channel {
     pub fn finish(mut self, grace: Duration) -> ChannelReport {
         self.pass.clear();
         let closed = self.drain.read_to_eof(grace);
-        let mut r = read_channel(
+        let mut report = read_channel(
             &self.drain.buf,
             self.drain.overflowed,
             &Keys::new(&self.keys),
         );
         if !closed {
-            r.tampered
+            report
+                .tampered
                 .push("the result channel was still open after the sandbox ended".into());
         }
-        r
+        report
     }
 }
 
@@ -196,11 +197,11 @@ impl Drain {
 }
 
 impl RunHooks for Drain {
-    fn watch_fds(&self) -> Vec<RawFd> {
+    fn watch_fds(&self) -> Vec<BorrowedFd<'_>> {
         if self.eof {
             Vec::new()
         } else {
-            vec![self.file.as_raw_fd()]
+            vec![self.file.as_fd()]
         }
     }
 

@@ -156,9 +156,9 @@ struct State {
 /// Parses and verifies the channel's bytes. `overflowed`: the host stopped
 /// keeping bytes at its cap (the rest was drained and dropped).
 pub fn read_channel(bytes: &[u8], overflowed: bool, keys: &Keys) -> ChannelReport {
-    let mut f = Findings::default();
+    let mut findings = Findings::default();
     if overflowed {
-        f.push(format!(
+        findings.push(format!(
             "the result channel was flooded (more than {} bytes)",
             bytes.len()
         ));
@@ -170,43 +170,43 @@ pub fn read_channel(bytes: &[u8], overflowed: bool, keys: &Keys) -> ChannelRepor
         None => (&bytes[..0], bytes),
     };
     if !partial.is_empty() && !overflowed {
-        f.push("the result channel ends in a partial record".into());
+        findings.push("the result channel ends in a partial record".into());
     }
     for raw in complete.split(|b| *b == b'\n') {
         if raw.is_empty() {
             continue;
         }
         if raw.len() > MAX_LINE {
-            f.push(format!("a channel record is over {MAX_LINE} bytes"));
+            findings.push(format!("a channel record is over {MAX_LINE} bytes"));
             continue;
         }
         let Ok(line) = std::str::from_utf8(raw) else {
-            f.push("a channel record is not UTF-8".into());
+            findings.push("a channel record is not UTF-8".into());
             continue;
         };
         let Some((tag, body)) = line.split_once(' ') else {
-            f.push("a channel record has no MAC".into());
+            findings.push("a channel record has no MAC".into());
             continue;
         };
         let Ok(v) = serde_json::from_str::<Value>(body) else {
-            f.push("a channel record is not JSON".into());
+            findings.push("a channel record is not JSON".into());
             continue;
         };
         if tag == "alarm" {
             let why = v.get("why").and_then(text).unwrap_or_default();
-            f.push(format!("reporter alarm: {why}"));
+            findings.push(format!("reporter alarm: {why}"));
             continue;
         }
         let Some(kid) = v.get("k").and_then(Value::as_str) else {
-            f.push("a channel record names no session key".into());
+            findings.push("a channel record names no session key".into());
             continue;
         };
         let Some(mac) = keys.by_id.get(kid) else {
-            f.push("a channel record names a key cbrun never issued (forged)".into());
+            findings.push("a channel record names a key cbrun never issued (forged)".into());
             continue;
         };
         if !mac.verify(body.as_bytes(), tag) {
-            f.push("a channel record failed its MAC (forged or altered)".into());
+            findings.push("a channel record failed its MAC (forged or altered)".into());
             continue;
         }
         let st = sessions.entry(kid.to_owned()).or_insert_with(|| {
@@ -221,7 +221,7 @@ pub fn read_channel(bytes: &[u8], overflowed: bool, keys: &Keys) -> ChannelRepor
         });
         let n = v.get("n").and_then(Value::as_u64);
         if n != Some(st.next) {
-            f.push(format!(
+            findings.push(format!(
                 "session {kid}: record {} where {} was due (records dropped, replayed or reordered)",
                 n.map_or("?".into(), |n| n.to_string()),
                 st.next
@@ -233,10 +233,10 @@ pub fn read_channel(bytes: &[u8], overflowed: bool, keys: &Keys) -> ChannelRepor
         }
         st.summary.records += 1;
         if st.summary.exited {
-            f.push(format!("session {kid}: a record after its exit record"));
+            findings.push(format!("session {kid}: a record after its exit record"));
             continue;
         }
-        apply(st, &v, kid, &mut f);
+        apply(st, &v, kid, &mut findings);
     }
     let mut report = ChannelReport {
         bytes: bytes.len() as u64,
@@ -245,36 +245,36 @@ pub fn read_channel(bytes: &[u8], overflowed: bool, keys: &Keys) -> ChannelRepor
     for kid in order {
         if let Some(st) = sessions.remove(&kid) {
             if st.summary.pid.is_none() {
-                f.push(format!("session {kid}: no hello record"));
+                findings.push(format!("session {kid}: no hello record"));
             }
             report.sessions.push(st.summary);
         }
     }
-    report.tampered = f.done();
+    report.tampered = findings.done();
     report
 }
 
 fn apply(st: &mut State, v: &Value, kid: &str, f: &mut Findings) {
-    let t = v.get("t").and_then(Value::as_str).unwrap_or("");
-    let s = &mut st.summary;
-    if t != "hello" && s.pid.is_none() {
-        f.push(format!("session {kid}: a {t:?} record before its hello"));
+    let kind = v.get("t").and_then(Value::as_str).unwrap_or("");
+    let summary = &mut st.summary;
+    if kind != "hello" && summary.pid.is_none() {
+        f.push(format!("session {kid}: a {kind:?} record before its hello"));
         return;
     }
     let run_of = |v: &Value| v.get("run").and_then(Value::as_u64);
-    match t {
+    match kind {
         "hello" => {
-            if s.pid.is_some() {
+            if summary.pid.is_some() {
                 f.push(format!("session {kid}: a second hello"));
                 return;
             }
-            s.pid = Some(v.get("pid").and_then(Value::as_i64).unwrap_or(-1));
-            s.argv = v
+            summary.pid = Some(v.get("pid").and_then(Value::as_i64).unwrap_or(-1));
+            summary.argv = v
                 .get("argv")
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(text).take(64).collect())
                 .unwrap_or_default();
-            s.python = v.get("py").and_then(text);
+            summary.python = v.get("py").and_then(text);
         }
         "inv" => {
             let Some(run) = run_of(v) else {
@@ -290,16 +290,16 @@ fn apply(st: &mut State, v: &Value, kid: &str, f: &mut Findings) {
             let idx = match st.runs.get(&run) {
                 Some(i) => *i,
                 None => {
-                    s.runs.push(RunSummary {
+                    summary.runs.push(RunSummary {
                         runner: v.get("runner").and_then(text).unwrap_or_default(),
                         total,
                         ..Default::default()
                     });
-                    st.runs.insert(run, s.runs.len() - 1);
-                    s.runs.len() - 1
+                    st.runs.insert(run, summary.runs.len() - 1);
+                    summary.runs.len() - 1
                 }
             };
-            let r = &mut s.runs[idx];
+            let r = &mut summary.runs[idx];
             if !r.results.is_empty() || r.ended {
                 f.push(format!(
                     "session {kid}: inventory of run {run} grew after its tests started"
@@ -317,13 +317,15 @@ fn apply(st: &mut State, v: &Value, kid: &str, f: &mut Findings) {
         "test" | "end" => {
             let Some(idx) = run_of(v).and_then(|r| st.runs.get(&r).copied()) else {
                 f.push(format!(
-                    "session {kid}: a {t} record for a run with no inventory"
+                    "session {kid}: a {kind} record for a run with no inventory"
                 ));
                 return;
             };
-            let r = &mut s.runs[idx];
+            let r = &mut summary.runs[idx];
             if r.ended {
-                f.push(format!("session {kid}: a {t} record after its run ended"));
+                f.push(format!(
+                    "session {kid}: a {kind} record after its run ended"
+                ));
                 return;
             }
             if (r.inventory.len() as u64) != r.total {
@@ -335,7 +337,7 @@ fn apply(st: &mut State, v: &Value, kid: &str, f: &mut Findings) {
                 // Counted once: the totals now agree.
                 r.total = r.inventory.len() as u64;
             }
-            if t == "end" {
+            if kind == "end" {
                 r.ended = true;
                 r.tests_run = v.get("tests_run").and_then(Value::as_u64);
                 r.ok = v.get("ok").and_then(Value::as_bool);
@@ -355,8 +357,8 @@ fn apply(st: &mut State, v: &Value, kid: &str, f: &mut Findings) {
             f.push(what);
         }
         "exit" => {
-            s.exited = true;
-            s.exit_via = v.get("via").and_then(text);
+            summary.exited = true;
+            summary.exit_via = v.get("via").and_then(text);
             for w in v
                 .get("findings")
                 .and_then(Value::as_array)
@@ -394,19 +396,19 @@ pub struct Tally {
 
 /// Adds up the channel's runs.
 pub fn tally(report: &ChannelReport) -> Tally {
-    let mut t = Tally::default();
+    let mut totals = Tally::default();
     let mut strangers = Findings::default();
     for s in &report.sessions {
         if !s.exited {
-            t.unfinished.push(format!(
+            totals.unfinished.push(format!(
                 "pid {} ({})",
                 s.pid.unwrap_or(-1),
                 s.argv.join(" ")
             ));
         }
         for r in &s.runs {
-            if t.runner.is_none() {
-                t.runner = Some(r.runner.clone());
+            if totals.runner.is_none() {
+                totals.runner = Some(r.runner.clone());
             }
             // Inventory order; each collected id takes the first unused
             // result reported for it.
@@ -429,7 +431,7 @@ pub fn tally(report: &ChannelReport) -> Tally {
                         TestOutcome::Error
                     }
                 };
-                t.tests.push(TestResult::new(id.clone(), outcome));
+                totals.tests.push(TestResult::new(id.clone(), outcome));
             }
             for (id, left) in pending {
                 if !left.is_empty() {
@@ -440,30 +442,31 @@ pub fn tally(report: &ChannelReport) -> Tally {
                 }
             }
             if missing > 0 {
-                t.problems.push(format!(
+                totals.problems.push(format!(
                     "{missing} collected test(s) never reported a result"
                 ));
             }
             if r.ended {
-                t.runs += 1;
+                totals.runs += 1;
                 if let Some(n) = r.tests_run {
                     let reported = r.results.len() as u64;
                     if n != reported {
-                        t.problems.push(format!(
+                        totals.problems.push(format!(
                             "the {} runner counted {n} tests run, the reporter saw {reported}",
                             r.runner
                         ));
                     }
                 }
             } else {
-                t.problems
+                totals
+                    .problems
                     .push(format!("a {} run did not finish", r.runner));
             }
         }
     }
-    t.counts = Counts::from_tests(&t.tests);
-    t.strangers = strangers.done();
-    t
+    totals.counts = Counts::from_tests(&totals.tests);
+    totals.strangers = strangers.done();
+    totals
 }
 
 #[cfg(test)]

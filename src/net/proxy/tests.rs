@@ -594,8 +594,7 @@ fn shutdown_is_prompt_and_closes_open_tunnels() {
 fn serve_returns_listener_errors() {
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     // Shutting a listening socket down makes accept fail with EINVAL.
-    // SAFETY: plain shutdown(2) on a socket we own.
-    unsafe { libc::shutdown(l.as_fd().as_raw_fd(), libc::SHUT_RDWR) };
+    nix::sys::socket::shutdown(l.as_raw_fd(), nix::sys::socket::Shutdown::Both).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let res = serve(l, EgressPolicy::default(), ConnLog::disabled(), stop);
