@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Starts a single-node Slurm cluster (Debian's slurm-wlm 22.05 + munge) on
 # this host, without systemd, for cbrun's Slurm tests. Run as root.
-# Idempotent: when the cluster this script started is up and the node is
-# idle, it does nothing; otherwise it (re)starts munged, slurmctld, slurmd.
+# Idempotent: when the cluster this script started is up with the
+# slurm.conf it would write and the node is idle, it does nothing;
+# otherwise it (re)starts munged, slurmctld, slurmd.
 # scripts/slurm-down.sh stops it.
 #
 # What it sets up: a munge key it creates (when there is none), a
 # slurm.conf with ProctrackType=proctrack/linuxproc and TaskPlugin=task/none
 # (no cgroup plugins: cbrun makes its own cgroups), SlurmUser=root,
-# MailProg=/bin/true, the node line from `slurmd -C`, spool 0755 (users'
-# jobs read their scripts there). It returns when the node is idle and its
+# MailProg=/bin/true, AuthInfo=cred_expire=10 (a requeued job may start
+# again 10 s after the requeue, not 120), the node line from `slurmd -C`,
+# spool 0755 (users' jobs read their scripts there). It returns when the node is idle and its
 # slurmd has checked in since this start.
 set -euo pipefail
 
@@ -27,35 +29,10 @@ alive() { [ -f "$STATE/$1.pid" ] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null
 
 node_state() { sinfo -h -N -o '%T' 2>/dev/null | head -n1; }
 
-if alive munged && alive slurmctld && alive slurmd && [ -f "$CONF" ] \
-    && grep -q '^# written by cbrun scripts/slurm-up.sh' "$CONF" \
-    && [ "$(node_state)" = idle ]; then
-    echo "slurm-up: already up (node idle)"
-    exit 0
-fi
-
-"$(dirname "$0")/slurm-down.sh" >/dev/null 2>&1 || true
-
-# munge: a key of our own when there is none.
-install -d -m 0700 -o munge -g munge /etc/munge
-install -d -m 0755 -o munge -g munge /run/munge /var/log/munge /var/lib/munge
-if [ ! -s /etc/munge/munge.key ]; then
-    dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=128 status=none
-fi
-chown munge:munge /etc/munge/munge.key
-chmod 0400 /etc/munge/munge.key
-setpriv --reuid munge --regid munge --init-groups munged --force \
-    --pid-file=/run/munge/munged.pid
-for _ in $(seq 50); do [ -s /run/munge/munged.pid ] && break; sleep 0.1; done
-cp /run/munge/munged.pid "$STATE/munged.pid"
-for _ in $(seq 50); do munge -n </dev/null >/dev/null 2>&1 && break; sleep 0.1; done
-munge -n </dev/null | unmunge >/dev/null
-
 # slurm.conf: this host as controller and only node.
 host=$(hostname -s)
 node=$(slurmd -C | head -n1 | sed "s/^NodeName=[^ ]*/NodeName=$host/")
-install -d -m 0755 /var/spool/slurmd /var/spool/slurmctld /var/log/slurm
-cat > "$CONF" <<CONF
+cat > "$STATE/slurm.conf.want" <<CONF
 # written by cbrun scripts/slurm-up.sh
 ClusterName=cbrun
 SlurmctldHost=$host
@@ -78,6 +55,9 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 KillWait=10
 MinJobAge=300
+# A requeued job waits cred_expire seconds before it may start again (120
+# by default); the requeue test need not wait that long.
+AuthInfo=cred_expire=10
 InactiveLimit=0
 MaxArraySize=100001
 SlurmctldTimeout=30
@@ -85,7 +65,33 @@ SlurmdTimeout=30
 $node State=UNKNOWN
 PartitionName=$PARTITION Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
-chmod 0644 "$CONF"
+
+if alive munged && alive slurmctld && alive slurmd && [ -f "$CONF" ] \
+    && cmp -s "$CONF" "$STATE/slurm.conf.want" \
+    && [ "$(node_state)" = idle ]; then
+    echo "slurm-up: already up (node idle)"
+    exit 0
+fi
+
+"$(dirname "$0")/slurm-down.sh" >/dev/null 2>&1 || true
+
+# munge: a key of our own when there is none.
+install -d -m 0700 -o munge -g munge /etc/munge
+install -d -m 0755 -o munge -g munge /run/munge /var/log/munge /var/lib/munge
+if [ ! -s /etc/munge/munge.key ]; then
+    dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=128 status=none
+fi
+chown munge:munge /etc/munge/munge.key
+chmod 0400 /etc/munge/munge.key
+setpriv --reuid munge --regid munge --init-groups munged --force \
+    --pid-file=/run/munge/munged.pid
+for _ in $(seq 50); do [ -s /run/munge/munged.pid ] && break; sleep 0.1; done
+cp /run/munge/munged.pid "$STATE/munged.pid"
+for _ in $(seq 50); do munge -n </dev/null >/dev/null 2>&1 && break; sleep 0.1; done
+munge -n </dev/null | unmunge >/dev/null
+
+install -d -m 0755 /var/spool/slurmd /var/spool/slurmctld /var/log/slurm
+install -m 0644 "$STATE/slurm.conf.want" "$CONF"
 
 start=$(date +%s)
 # -i: ignore a state file from an earlier cluster's jobs.

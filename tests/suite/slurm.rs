@@ -2,8 +2,9 @@
 //! (`scripts/slurm-up.sh`, started here when it is not up): the sample
 //! controls as one job array, as root and as nobody, every reward, the
 //! summary and results checked and no trial run twice; `scancel` mid-run
-//! then `--resume`; `scancel -s KILL`, `scancel -b` and the time limit
-//! leave no process of the run; `--emit-sbatch` submitted by hand.
+//! then `--resume`; `scontrol requeue` of a running task, and of one
+//! whose worker was SIGKILLed, reruns each trial once; `scancel -s KILL`, `scancel -b` and the time limit leave no
+//! process of the run; `--emit-sbatch` submitted by hand.
 //!
 //! Without `sbatch` the tests skip, except in CI (`CI=true`), where that is
 //! a failure.
@@ -583,4 +584,226 @@ fn kill_signals_and_the_time_limit_leave_nothing_running() {
         );
     }
     gc_twice(&ctx, "the time limit");
+}
+
+/// What `scontrol show job JOB_TASK` says in field `key` (`Restarts`).
+fn job_field(job_task: &str, key: &str) -> Option<String> {
+    let o = Command::new("scontrol")
+        .args(["show", "job", "-o", job_task])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    text.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")).map(str::to_owned))
+}
+
+#[test]
+fn scontrol_requeue_reruns_a_cut_trial_once_as_root_and_as_nobody() {
+    if !slurm_ready() {
+        return;
+    }
+    for who in [Who::Root, Who::Delegated] {
+        let ctx = Ctx::new(who, "slurm-requeue");
+        let cs = cases(&ctx, &["case001"]);
+        // Slow enough to be requeued in its solve phase; then it writes the
+        // reference solution (reward 1) or nothing (reward 0) and submits.
+        let src =
+            fs::read(cs[0].join("controls/reference/app/src/versionkit/__init__.py")).unwrap();
+        let b64 = base64(&src);
+        let slow_ref = spec(
+            &ctx,
+            "slowref",
+            &format!(
+                "command = \"sleep 6; mkdir -p /app/src/versionkit && echo {b64} | base64 -d > /app/src/versionkit/__init__.py && echo CODINGBENCH_SUBMIT > /logs/agent/submit\"\n"
+            ),
+        );
+        // The stub's sleep is told apart by its length (found to kill its
+        // worker once the agent runs).
+        let nap = format!("6.{:06}{}", std::process::id() % 1_000_000, who.uid() % 10);
+        let slow_stub = spec(
+            &ctx,
+            "slowstub",
+            &format!("command = \"sleep {nap}; echo CODINGBENCH_SUBMIT > /logs/agent/submit\"\n"),
+        );
+        let plan = plan_file(
+            &ctx,
+            "plan",
+            &cs,
+            &[("ref", &slow_ref), ("stub", &slow_stub)],
+            1,
+            "[slurm]\nparallel = 2\n",
+        );
+        let out = ctx.out.join("run");
+        let o = out.display().to_string();
+        ctx.cbrun(&["run", "--plan", &plan, "--backend", "slurm", "--out", &o])
+            .assert_code(0, "submission");
+        let job = job_id(&out);
+        let solving = |cfg: &str| {
+            fs::read_to_string(out.join(format!("trials/case001/{cfg}/1.status")))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .filter(|v| v["phase"] == "solve")
+        };
+        assert!(
+            wait_until(Duration::from_secs(60), || solving("ref").is_some()
+                && solving("stub").is_some()),
+            "the two tasks never reached their solve phase"
+        );
+        let t = Instant::now();
+        // Task 0: requeued while it runs (SIGTERM, then back to pending).
+        let requeue = |task: &str| {
+            let rq = Command::new("scontrol")
+                .args(["requeue", task])
+                .output()
+                .unwrap();
+            assert!(
+                rq.status.success(),
+                "scontrol requeue {task}: {}",
+                String::from_utf8_lossy(&rq.stderr)
+            );
+        };
+        requeue(&format!("{job}_0"));
+        // Task 1: once its agent runs, its worker dies at once (a node
+        // crash, an OOM kill), so its claim and its record's first write
+        // are all that is left; then the failed task is requeued. (Not
+        // while the sandbox is being built: a cbrun SIGKILLed then can
+        // leave libcontainer's half-made processes behind, a separate bug.)
+        assert!(
+            wait_until(Duration::from_secs(30), || !live_procs_with_arg(&nap)
+                .is_empty()),
+            "task 1's agent never started"
+        );
+        let worker = solving("stub").unwrap()["pid"].as_i64().unwrap() as i32;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(worker),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        assert!(
+            wait_until(Duration::from_secs(30), || job_field(
+                &format!("{job}_1"),
+                "JobState"
+            )
+            .is_some_and(|s| s != "RUNNING" && s != "PENDING" && s != "COMPLETING")),
+            "task 1 did not end after its worker was killed: {:?}",
+            job_field(&format!("{job}_1"), "JobState")
+        );
+        assert!(
+            out.join("trials/case001/stub/1.claim").exists(),
+            "the killed worker's claim is left for the rerun to break"
+        );
+        requeue(&format!("{job}_1"));
+        wait_gone(&job, DEADLINE);
+        eprintln!(
+            "{}: requeued tasks done after {:.0} s",
+            who.label(),
+            t.elapsed().as_secs_f64()
+        );
+        // Slurm did requeue them (same job id, a second start).
+        for task in 0..2 {
+            assert_eq!(
+                job_field(&format!("{job}_{task}"), "Restarts").as_deref(),
+                Some("1"),
+                "task {task} was not restarted"
+            );
+        }
+        assert_eq!(job_id(&out), job, "no new submission");
+
+        // The cut attempt is set aside, honest and finished.
+        let first = json(&out.join("trials/case001/ref/1.attempt1/trial.json"));
+        assert_eq!(first["terminal_status"], "interrupted", "{first:#}");
+        assert_eq!(first["attempt"], 1, "{first:#}");
+        assert!(!first["finished_at"].is_null(), "{first:#}");
+        // The killed one's record is the honest one written at its start.
+        let killed = json(&out.join("trials/case001/stub/1.attempt1/trial.json"));
+        assert_eq!(killed["terminal_status"], "interrupted", "{killed:#}");
+        assert_eq!(killed["attempt"], 1, "{killed:#}");
+        assert!(killed["finished_at"].is_null(), "{killed:#}");
+        for cfg in ["ref", "stub"] {
+            assert!(
+                !out.join(format!("trials/case001/{cfg}/1.attempt2"))
+                    .exists(),
+                "one attempt set aside for {cfg}"
+            );
+        }
+        // The reruns evaluated them, with the right rewards.
+        let recs = records(&out);
+        assert_eq!(recs.len(), 2, "{recs:#?}");
+        let re = &recs[&("case001".to_owned(), "ref".to_owned(), 1)];
+        assert_eq!(re["pipeline_status"], "evaluated", "{re:#}");
+        assert_eq!(re["attempt"], 2, "{re:#}");
+        assert_eq!(re["reward"], 1, "{re:#}");
+        let st = &recs[&("case001".to_owned(), "stub".to_owned(), 1)];
+        assert_eq!(st["pipeline_status"], "evaluated", "{st:#}");
+        assert_eq!(st["attempt"], 2, "{st:#}");
+        assert_eq!(st["reward"], 0, "{st:#}");
+        // results.jsonl: the interrupted attempt once, each evaluation once;
+        // the killed worker wrote nothing there.
+        let lines = results(&out);
+        let of = |cfg: &str| -> Vec<(u64, String)> {
+            lines
+                .iter()
+                .filter(|l| l["config"] == cfg)
+                .map(|l| {
+                    (
+                        l["attempt"].as_u64().unwrap(),
+                        l["record"]["terminal_status"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        };
+        let r = of("ref");
+        assert_eq!(r.len(), 2, "{lines:#?}");
+        assert_eq!(r[0], (1, "interrupted".to_owned()), "{lines:#?}");
+        assert_eq!(r[1].0, 2, "{lines:#?}");
+        assert_ne!(r[1].1, "interrupted", "{lines:#?}");
+        assert_eq!(of("stub").len(), 1, "{lines:#?}");
+        assert_eq!(of("stub")[0].0, 2, "{lines:#?}");
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l["record"]["pipeline_status"] == "evaluated")
+                .count(),
+            2,
+            "{lines:#?}"
+        );
+        let sm = json(&out.join("summary.json"));
+        assert_eq!(sm["total"], 2, "{sm:#}");
+        assert_eq!(sm["evaluated"], 2, "{sm:#}");
+        assert_eq!(sm["passed"], 1, "{sm:#}");
+        assert_eq!(sm["pending"], 0, "{sm:#}");
+        // One log for both runs of a task (--open-mode=append), the
+        // requeue said in it; the rerun of task 1 broke its own job's
+        // claim; no claim or status file left.
+        let log = fs::read_to_string(out.join(format!("slurm/logs/{job}_0.log"))).unwrap();
+        assert!(log.contains("DUE TO JOB REQUEUE"), "{log}");
+        assert_eq!(log.matches("task 0: ").count(), 2, "{log}");
+        let log1 = fs::read_to_string(out.join(format!("slurm/logs/{job}_1.log"))).unwrap();
+        assert!(
+            log1.contains(&format!("same Slurm job slurm-{job}_1")),
+            "{log1}"
+        );
+        assert_eq!(log1.matches("task 1: ").count(), 1, "{log1}");
+        for f in [
+            "ref/1.claim",
+            "ref/1.status",
+            "stub/1.claim",
+            "stub/1.status",
+        ] {
+            assert!(!out.join("trials/case001").join(f).exists(), "{f} left");
+        }
+        assert!(
+            wait_until(Duration::from_secs(5), || procs_with(&o).is_empty()),
+            "{:?}",
+            procs_with(&o)
+        );
+        // The SIGTERM path stopped its sandbox itself, and the rerun's own
+        // `cbrun gc` removed what the killed worker left: nothing for gc.
+        let g = ctx.cbrun(&["gc", "--json"]);
+        g.assert_code(0, "gc after a requeue");
+        let v: Value = g.stdout_json();
+        assert_eq!(v["killed_processes"], 0, "{v:#}");
+        assert_eq!(v["removed_runs"].as_array().map(Vec::len), Some(0), "{v:#}");
+        ctx.assert_clean("a requeued Slurm task");
+    }
 }
