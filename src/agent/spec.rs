@@ -297,18 +297,20 @@ fn check_name(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_env_name(s: &str) -> Result<(), String> {
+/// A variable name an agent's environment may set or pass through, in a
+/// spec, a plan or on the command line.
+pub fn check_env_name(s: &str) -> Result<(), String> {
     let mut chars = s.chars();
     let first_ok = chars
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(format!(
-            "{s:?} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
+            "{s:?}: not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
         ));
     }
     if s == "HOME" {
-        return Err("HOME is set by cbrun from the `home` field".into());
+        return Err("HOME: the agent's home is its spec's `home`".into());
     }
     Ok(())
 }
@@ -340,11 +342,11 @@ fn check_home(s: &str) -> Result<(), String> {
 }
 
 /// A version pin: `latest`, a tag, or a version number.
-pub(crate) fn check_version(s: &str) -> Result<(), String> {
+pub fn check_version(s: &str) -> Result<(), String> {
     let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+');
     if s.is_empty() || s.len() > 64 || !s.chars().all(ok) {
         return Err(format!(
-            "{s:?} is not a version (1-64 of A-Z a-z 0-9 . _ - +)"
+            "{s:?}: not a version (1-64 of A-Z a-z 0-9 . _ - +)"
         ));
     }
     Ok(())

@@ -76,20 +76,9 @@ pub struct SolveArgs {
     pub limits: LimitArgs,
 }
 
-/// A variable name for `--env`/`--env-pass`.
+/// A variable name for `--env`/`--env-pass`: a spec's rules.
 fn env_name(flag: &str, name: &str) -> Result<()> {
-    let mut chars = name.chars();
-    let ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !ok {
-        bail!("{flag} {name}: not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
-    }
-    if name == "HOME" {
-        bail!("{flag} HOME: the agent's home is its spec's `home`");
-    }
-    Ok(())
+    cbrun::agent::spec::check_env_name(name).map_err(|why| anyhow::anyhow!("{flag} {why}"))
 }
 
 /// `--env`, `--env-pass`, `--agent-version`, `--pricing`, the install cache.
@@ -109,14 +98,8 @@ fn agent_run_options(a: &SolveArgs, agent: &AgentRef) -> Result<AgentRunOptions>
         env_name("--env-pass", n)?;
     }
     if let Some(v) = &a.agent_version {
-        if !v
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'))
-            || v.is_empty()
-            || v.len() > 64
-        {
-            bail!("--agent-version {v:?}: not a version (1-64 of A-Z a-z 0-9 . _ - +)");
-        }
+        cbrun::agent::spec::check_version(v)
+            .map_err(|why| anyhow::anyhow!("--agent-version {why}"))?;
     }
     let is_spec = matches!(agent, AgentRef::Spec(..));
     let pricing = if is_spec {

@@ -43,23 +43,8 @@ fn hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
-/// A variable name for `env`/`env_pass`, as `cbrun trial` takes it.
-pub fn check_env_name(name: &str) -> Result<(), String> {
-    let mut chars = name.chars();
-    let ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !ok {
-        return Err(format!(
-            "{name:?}: not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
-        ));
-    }
-    if name == "HOME" {
-        return Err("HOME: the agent's home is its spec's `home`".into());
-    }
-    Ok(())
-}
+// The same checks as a spec's and `cbrun trial`'s.
+pub(crate) use crate::agent::spec::{check_env_name, check_version};
 
 /// `env = { K = "V" }`: names and values.
 pub fn check_env(env: &BTreeMap<String, String>) -> Result<(), FieldError> {
@@ -79,21 +64,6 @@ pub fn check_env_pass(names: &[String]) -> Result<(), FieldError> {
         check_env_name(n).map_err(|e| (format!("env_pass[{i}]"), e))?;
     }
     Ok(())
-}
-
-/// `agent_version`, as `--agent-version` takes it.
-pub fn check_version(v: &str) -> Result<(), String> {
-    let ok = !v.is_empty()
-        && v.len() <= 64
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{v:?}: not a version (1-64 of A-Z a-z 0-9 . _ - +)"
-        ))
-    }
 }
 
 fn absolute(p: &Path, base: &Path) -> PathBuf {
