@@ -443,48 +443,11 @@ impl Drop for DirStream {
 /// Names in `dir` (without `.` and `..`), at most `cap` of them; the flag
 /// says whether more were left.
 pub fn read_dir_names(dir: BorrowedFd, cap: usize) -> io::Result<(Vec<CString>, bool)> {
-    // fdopendir takes ownership of its fd: give it a duplicate so `dir`
-    // stays usable. The duplicate shares the offset, hence the rewind.
-    let dup = dir.try_clone_to_owned()?.into_raw_fd();
-    // SAFETY: `dup` is a descriptor we own; on success the stream owns it.
-    let ptr = unsafe { libc::fdopendir(dup) };
-    if ptr.is_null() {
-        let e = io::Error::last_os_error();
-        // SAFETY: fdopendir failed, so `dup` is still ours to close.
-        unsafe { libc::close(dup) };
-        return Err(e);
-    }
-    let stream = DirStream(ptr);
-    // SAFETY: a live stream.
-    unsafe { libc::rewinddir(stream.0) };
-    let mut names = Vec::new();
-    loop {
-        // readdir reports errors only through errno.
-        // SAFETY: errno is thread-local; writing it is always allowed.
-        unsafe { *libc::__errno_location() = 0 };
-        // SAFETY: a live stream; the entry stays valid until the next call.
-        let ent = unsafe { libc::readdir(stream.0) };
-        if ent.is_null() {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(0) | None => Ok((names, false)),
-                Some(_) => Err(e),
-            };
-        }
-        // SAFETY: d_name is NUL-terminated within the entry readdir returned,
-        // which is valid until the next readdir; it is copied right away.
-        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
-        if name == c"." || name == c".." {
-            continue;
-        }
-        if names.len() >= cap {
-            return Ok((names, true));
-        }
-        names.push(name.to_owned());
-    }
+    let (entries, more) = read_dir_typed(dir, cap)?;
+    Ok((entries.into_iter().map(|(name, _)| name).collect(), more))
 }
 
-/// [`read_dir_names`] with each entry's `d_type` (`DT_UNKNOWN` where the
+/// The names in `dir` as [`read_dir_names`] gives them, with each entry's `d_type` (`DT_UNKNOWN` where the
 /// filesystem does not say): a walk that needs only kinds skips a stat per
 /// entry.
 pub fn read_dir_typed(dir: BorrowedFd, cap: usize) -> io::Result<(Vec<(CString, u8)>, bool)> {
