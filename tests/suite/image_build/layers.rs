@@ -68,18 +68,10 @@ fn build_captures_changes_as_a_layer_and_caches_it() {
         assert_eq!(rep2["manifest_digest"], rep["manifest_digest"]);
         assert!(rep2["seconds"].as_f64().unwrap() < 1.0, "{}", again.show());
 
-        let run = ctx.spawn_args(
-            &[
+        let run = cb(&ctx, &h, &[
                 "sandbox", "run", "--image", &image, "--",
                 "sh", "-c", "cat /opt/tool/version; cat /etc/tool-version; echo $TOOL_HOME; test -e /etc/group && echo group-present || echo group-gone; ls /opt/tool/built-by-build-command /etc/apt 2>&1 | grep -c 'No such'",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>(),
-            &[("CBRUN_HOME", h.as_str())],
-            None,
-        )
-        .wait(Duration::from_secs(60));
+            ]);
         run.assert_code(0, "run on the built image");
         assert_eq!(
             run.stdout,
@@ -197,24 +189,19 @@ fn a_case_recipe_builds_on_its_mapped_base() {
     assert_eq!(rep["base"], "busybox:latest");
     let image = rep["image"].as_str().unwrap();
     assert!(image.starts_with("cbrun-case/case001:"), "{image}");
-    let run = ctx
-        .spawn_args(
-            &[
-                "sandbox",
-                "run",
-                "--image",
-                image,
-                "--",
-                "cat",
-                "/opt/case/marker",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>(),
-            &[("CBRUN_HOME", h.as_str())],
-            None,
-        )
-        .wait(Duration::from_secs(60));
+    let run = cb(
+        &ctx,
+        &h,
+        &[
+            "sandbox",
+            "run",
+            "--image",
+            image,
+            "--",
+            "cat",
+            "/opt/case/marker",
+        ],
+    );
     assert_eq!(run.stdout, "built\n", "{}", run.show());
     // Without a mapping the published base name is reported, not guessed.
     let r = cb(&ctx, &h, &["image", "build", case.to_str().unwrap()]);
@@ -292,21 +279,12 @@ fn the_build_sandbox_holds_package_manager_capabilities_and_nothing_else_does() 
         let r = cb(&ctx, &h, &["image", "build", b.to_str().unwrap(), "--json"]);
         r.assert_code(0, "build b");
         let img_b = r.stdout_json()["image"].as_str().unwrap().to_owned();
-        let seen = ctx
-            .spawn_args(
-                &[
+        let seen = cb(&ctx, &h, &[
                     "sandbox", "run", "--image", &img_b, "--", "sh", "-c",
                     "cat /opt/caps /opt/chown /opt/dac /opt/setuid; echo apt:$(cat /opt/aptconf); \
                      test -e /etc/apt && echo etc-apt-left; grep -E '^Cap(Eff|Bnd|Prm)' /proc/self/status; \
                      echo x > /var/lib/x/partial/g 2>/dev/null && echo run-wrote || echo run-denied",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>(),
-                &[("CBRUN_HOME", h.as_str())],
-                None,
-            )
-            .wait(Duration::from_secs(60));
+                ]);
         seen.assert_code(0, "run on the built image");
         let lines: Vec<&str> = seen.stdout.lines().collect();
         let build_caps = [
@@ -430,19 +408,10 @@ fn a_ca_bundle_is_trusted_during_the_build_and_not_kept_in_the_image() {
             "{}",
             inspect.show()
         );
-        let seen = ctx
-            .spawn_args(
-                &[
+        let seen = cb(&ctx, &h, &[
                     "sandbox", "run", "--image", &img, "--", "sh", "-c",
                     "cat /opt/env /opt/bundle-certs /opt/bundle-head /opt/store-certs; echo ---; cat /etc/ssl/certs/ca-certificates.crt; ls -a / | grep -c cbrun-ca",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>(),
-                &[("CBRUN_HOME", h.as_str())],
-                None,
-            )
-            .wait(Duration::from_secs(60));
+                ]);
         let want_env: String = [
             "SSL_CERT_FILE",
             "PIP_CERT",

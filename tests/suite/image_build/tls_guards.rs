@@ -97,24 +97,19 @@ fn a_private_ca_is_trusted_over_real_tls_only_with_the_bundle() {
         let rep = r.stdout_json();
         assert_eq!(rep["ca_bundle"]["certificates"], 1, "{}", r.show());
         let img = rep["image"].as_str().unwrap().to_owned();
-        let seen = ctx
-            .spawn_args(
-                &[
-                    "sandbox",
-                    "run",
-                    "--image",
-                    &img,
-                    "--",
-                    "cat",
-                    "/opt/fetched",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>(),
-                &[("CBRUN_HOME", h.as_str())],
-                None,
-            )
-            .wait(Duration::from_secs(60));
+        let seen = cb(
+            &ctx,
+            &h,
+            &[
+                "sandbox",
+                "run",
+                "--image",
+                &img,
+                "--",
+                "cat",
+                "/opt/fetched",
+            ],
+        );
         assert_eq!(seen.stdout, "200\n", "{}", seen.show());
         drop(server);
 
